@@ -1,0 +1,160 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/outbox"
+)
+
+func enqueue(t *testing.T, db *sql.DB, n outbox.Notification) bool {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	inserted, err := outbox.Enqueue(ctx, tx, n)
+	if err != nil {
+		t.Fatalf("Enqueue(%s): %v", n.Key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return inserted
+}
+
+func countRows(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM outbox`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestEnqueueIsIdempotent(t *testing.T) {
+	db, _ := openDB(t)
+	n := validNotification()
+	if !enqueue(t, db, n) {
+		t.Fatal("first Enqueue inserted = false, want true")
+	}
+	n.Text = "a different text under the same key"
+	if enqueue(t, db, n) {
+		t.Fatal("second Enqueue with the same key inserted = true, want false")
+	}
+	// Still a no-op after the row was published.
+	if _, err := outbox.NewReader(db).MarkPublished(context.Background(), time.Now(), outbox.IDRange{From: 1, To: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if enqueue(t, db, n) {
+		t.Fatal("Enqueue after publishing inserted = true, want false")
+	}
+	if got := countRows(t, db); got != 1 {
+		t.Fatalf("outbox has %d rows, want 1", got)
+	}
+}
+
+func TestEnqueueRollback(t *testing.T) {
+	db, _ := openDB(t)
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inserted, err := outbox.Enqueue(ctx, tx, validNotification()); err != nil || !inserted {
+		t.Fatalf("Enqueue = %v, %v", inserted, err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if got := countRows(t, db); got != 0 {
+		t.Fatalf("after rollback the outbox has %d rows, want 0", got)
+	}
+}
+
+func TestEnqueueInvalidWritesNothing(t *testing.T) {
+	db, _ := openDB(t)
+	ctx := context.Background()
+	tx, _ := db.BeginTx(ctx, nil)
+	defer tx.Rollback()
+	n := validNotification()
+	n.Text = ""
+	_, err := outbox.Enqueue(ctx, tx, n)
+	var ve *outbox.ValidationError
+	if !errors.Is(err, outbox.ErrInvalid) || !errors.As(err, &ve) || ve.Field != "text" {
+		t.Fatalf("Enqueue of an empty text = %v, want a validation error on text", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := countRows(t, db); got != 0 {
+		t.Fatalf("outbox has %d rows, want 0", got)
+	}
+	if _, err := outbox.Enqueue(ctx, nil, validNotification()); err == nil {
+		t.Fatal("Enqueue with a nil transaction succeeded")
+	}
+}
+
+func TestEnqueueSetsCreatedAt(t *testing.T) {
+	db, _ := openDB(t)
+	n := validNotification()
+	n.CreatedAt = time.Time{}
+	before := time.Now()
+	enqueue(t, db, n)
+	rows, err := outbox.NewReader(db).Pending(context.Background(), 0, 10)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("Pending = %v, %v", rows, err)
+	}
+	got, err := outbox.DecodePayload(rows[0].Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CreatedAt.Before(before.Add(-time.Second)) || got.CreatedAt.After(time.Now()) || !got.CreatedAt.Equal(rows[0].CreatedAt) {
+		t.Fatalf("created_at = %v (row %v), want about %v", got.CreatedAt, rows[0].CreatedAt, before)
+	}
+}
+
+func TestEnqueueConcurrentWriters(t *testing.T) {
+	db, _ := openDB(t)
+	const writers, each = 8, 25
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			ctx := context.Background()
+			for i := 0; i < each; i++ {
+				err := func() error {
+					tx, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						return err
+					}
+					defer tx.Rollback()
+					n := validNotification()
+					n.Key = fmt.Sprintf("k:%d:%d", w, i)
+					if _, err := outbox.Enqueue(ctx, tx, n); err != nil {
+						return err
+					}
+					return tx.Commit()
+				}()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent writer: %v (busy: %v)", err, outbox.IsBusy(err))
+		}
+	}
+	if got := countRows(t, db); got != writers*each {
+		t.Fatalf("outbox has %d rows, want %d", got, writers*each)
+	}
+}

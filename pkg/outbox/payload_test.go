@@ -1,0 +1,170 @@
+package outbox_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/outbox"
+)
+
+func TestPayloadRoundTrip(t *testing.T) {
+	n := validNotification()
+	n.ParseMode = outbox.ParseModeHTML
+	n.Text = "<b>Order</b> &amp; more"
+	n.DisableNotification = true
+	n.ProtectContent = true
+	n.Priority = outbox.PriorityBulk
+	n.ExpiresAt = n.CreatedAt.Add(time.Hour)
+	b, err := n.MarshalPayload()
+	if err != nil {
+		t.Fatalf("MarshalPayload: %v", err)
+	}
+	got, err := outbox.DecodePayload(b)
+	if err != nil {
+		t.Fatalf("DecodePayload(%s): %v", b, err)
+	}
+	n.Channel = outbox.ChannelTelegram
+	if !got.CreatedAt.Equal(n.CreatedAt) || !got.ExpiresAt.Equal(n.ExpiresAt) {
+		t.Fatalf("times: got %v/%v, want %v/%v", got.CreatedAt, got.ExpiresAt, n.CreatedAt, n.ExpiresAt)
+	}
+	got.CreatedAt, got.ExpiresAt = n.CreatedAt, n.ExpiresAt
+	if got != n {
+		t.Fatalf("round trip: got %+v, want %+v", got, n)
+	}
+}
+
+func TestPayloadWireForm(t *testing.T) {
+	b, err := validNotification().MarshalPayload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"v": 1.0, "key": "order:A1:accepted", "channel": "telegram", "chat_id": 100.0,
+		"text": "Order A1 accepted", "priority": "transactional", "created_at": "2026-11-30T12:00:00Z",
+	}
+	if len(m) != len(want) {
+		t.Errorf("payload %s has fields %v, want exactly %v", b, m, want)
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("payload field %q = %v, want %v", k, m[k], v)
+		}
+	}
+}
+
+func TestMarshalPayloadValidates(t *testing.T) {
+	n := validNotification()
+	n.ChatID = 0
+	if _, err := n.MarshalPayload(); !errors.Is(err, outbox.ErrInvalid) {
+		t.Fatalf("MarshalPayload of an invalid notification = %v, want ErrInvalid", err)
+	}
+}
+
+func TestDecodePayloadRejects(t *testing.T) {
+	cases := []struct {
+		name, payload string
+		want          error
+		field         string
+	}{
+		{"empty", ``, outbox.ErrInvalid, "payload"},
+		{"not json", `<html>`, outbox.ErrInvalid, "payload"},
+		{"array", `[1,2]`, outbox.ErrInvalid, "payload"},
+		{"trailing", `{"v":1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"} {}`, outbox.ErrInvalid, "payload"},
+		{"no version", `{"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "v"},
+		{"negative version", `{"v":-1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "v"},
+		{"future version", `{"v":2,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrUnsupportedPayloadVersion, ""},
+		{"no created_at", `{"v":1,"key":"k","chat_id":1,"text":"t"}`, outbox.ErrInvalid, "created_at"},
+		{"bad chat type", `{"v":1,"key":"k","chat_id":"1","text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "payload"},
+		{"zero chat", `{"v":1,"key":"k","chat_id":0,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "chat_id"},
+		{"no key", `{"v":1,"chat_id":5,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "key"},
+		{"oversized", `{"v":1,"text":"` + strings.Repeat("x", outbox.MaxPayloadBytes) + `"}`, outbox.ErrInvalid, "payload"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := outbox.DecodePayload([]byte(tc.payload))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("DecodePayload = %v, want %v", err, tc.want)
+			}
+			var ve *outbox.ValidationError
+			if tc.field != "" && (!errors.As(err, &ve) || ve.Field != tc.field) {
+				t.Fatalf("DecodePayload = %v, want a validation error on field %q", err, tc.field)
+			}
+		})
+	}
+}
+
+// FuzzDecodePayload checks that decoding never panics, that whatever it
+// accepts is valid, and that an accepted payload survives a round trip.
+func FuzzDecodePayload(f *testing.F) {
+	for _, n := range []outbox.Notification{validNotification(), func() outbox.Notification {
+		n := validNotification()
+		n.ParseMode, n.Text, n.ChatID = outbox.ParseModeHTML, "<b>x</b> &amp;", -100123
+		n.ExpiresAt = n.CreatedAt.Add(time.Minute)
+		return n
+	}()} {
+		b, err := n.MarshalPayload()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"v":1}`))
+	f.Add([]byte(`{"v":99,"key":"k"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := outbox.DecodePayload(b)
+		if err != nil {
+			if !errors.Is(err, outbox.ErrInvalid) && !errors.Is(err, outbox.ErrUnsupportedPayloadVersion) {
+				t.Fatalf("DecodePayload error %v matches neither ErrInvalid nor ErrUnsupportedPayloadVersion", err)
+			}
+			return
+		}
+		if err := n.Validate(); err != nil {
+			t.Fatalf("DecodePayload accepted an invalid notification: %v", err)
+		}
+		again, err := n.MarshalPayload()
+		if err != nil {
+			t.Fatalf("re-encoding an accepted payload: %v", err)
+		}
+		m, err := outbox.DecodePayload(again)
+		if err != nil {
+			t.Fatalf("decoding a re-encoded payload: %v", err)
+		}
+		if m.Key != n.Key || m.ChatID != n.ChatID || m.Text != n.Text || !m.CreatedAt.Equal(n.CreatedAt) {
+			t.Fatalf("round trip changed the notification: %+v != %+v", m, n)
+		}
+	})
+}
+
+// FuzzValidate checks that validation never panics and that what it accepts
+// can be encoded and decoded.
+func FuzzValidate(f *testing.F) {
+	f.Add("order:A1:accepted", int64(100), "hello", "", "")
+	f.Add("k", int64(-100123), "<b>x</b>", "HTML", "bulk")
+	f.Add("k", int64(1), `*x* \.`, "MarkdownV2", "transactional")
+	f.Add("", int64(0), "", "Markdown", "urgent")
+	f.Fuzz(func(t *testing.T, key string, chat int64, text, mode, prio string) {
+		n := outbox.Notification{Key: key, ChatID: chat, Text: text, ParseMode: outbox.ParseMode(mode),
+			Priority: outbox.Priority(prio), CreatedAt: time.Unix(1_700_000_000, 0).UTC()}
+		if err := n.Validate(); err != nil {
+			if !errors.Is(err, outbox.ErrInvalid) {
+				t.Fatalf("Validate error %v does not match ErrInvalid", err)
+			}
+			return
+		}
+		b, err := n.MarshalPayload()
+		if err != nil {
+			t.Fatalf("MarshalPayload of a valid notification: %v", err)
+		}
+		if _, err := outbox.DecodePayload(b); err != nil {
+			t.Fatalf("DecodePayload of a valid notification's payload: %v", err)
+		}
+	})
+}

@@ -1,0 +1,205 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Row is one outbox row as the publisher reads it. Payload is the encoded
+// notification, carried to the stream unchanged.
+type Row struct {
+	ID        int64
+	Key       string
+	Channel   Channel
+	ChatID    int64
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+// IDRange is an inclusive range of outbox ids.
+type IDRange struct{ From, To int64 }
+
+// Backlog describes the pending part of the outbox.
+type Backlog struct {
+	// Pending is the number of rows not yet published.
+	Pending int64
+	// Oldest is the creation time of the oldest pending row; zero when
+	// nothing is pending.
+	Oldest time.Time
+}
+
+// Reader is the publisher's side of the outbox: it reads pending rows in id
+// order, marks them published, purges old published rows and reports the
+// backlog. All its statements are short, so it never starves WAL checkpoints.
+type Reader struct {
+	db *sql.DB
+}
+
+// NewReader returns a Reader over a database opened with [Open].
+func NewReader(db *sql.DB) *Reader { return &Reader{db: db} }
+
+// Pending returns up to limit pending rows with id greater than afterID, in
+// id order. Ids commit in order (SQLite has one writer at a time and ids are
+// assigned under its lock), so a reader that advances afterID to the last id
+// it saw never skips a row that commits later.
+func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("reading pending rows: limit %d must be positive", limit)
+	}
+	rows, err := r.db.QueryContext(ctx, `SELECT id, key, channel, recipient, payload, created_at
+		FROM outbox WHERE published_at IS NULL AND id > ? ORDER BY id LIMIT ?`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading pending rows after id %d: %w", afterID, err)
+	}
+	defer rows.Close()
+	out := make([]Row, 0, min(limit, 1024))
+	for rows.Next() {
+		var (
+			row     Row
+			channel string
+			created int64
+		)
+		if err := rows.Scan(&row.ID, &row.Key, &channel, &row.ChatID, &row.Payload, &created); err != nil {
+			return nil, fmt.Errorf("scanning pending row: %w", err)
+		}
+		row.Channel = Channel(channel)
+		row.CreatedAt = time.Unix(0, created).UTC()
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading pending rows after id %d: %w", afterID, err)
+	}
+	return out, nil
+}
+
+// MarkPublished marks every pending row whose id falls in one of the ranges
+// as published at the given time, in one transaction, and returns how many
+// rows it changed. Rows already marked are left alone.
+func (r *Reader) MarkPublished(ctx context.Context, at time.Time, ranges ...IDRange) (int64, error) {
+	if len(ranges) == 0 {
+		return 0, nil
+	}
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("marking rows published: %w", err)
+	}
+	defer tx.Rollback()
+	var total int64
+	for _, rg := range ranges {
+		if rg.From > rg.To {
+			return 0, fmt.Errorf("marking rows published: empty range %d..%d", rg.From, rg.To)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE outbox SET published_at = ?
+			WHERE id BETWEEN ? AND ? AND published_at IS NULL`, at.UnixNano(), rg.From, rg.To)
+		if err != nil {
+			return 0, fmt.Errorf("marking rows %d..%d published: %w", rg.From, rg.To, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("marking rows %d..%d published: %w", rg.From, rg.To, err)
+		}
+		total += n
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("committing published marks: %w", err)
+	}
+	return total, nil
+}
+
+// Purge deletes rows published before olderThan, chunk rows per transaction
+// so the writer lock is never held for long, until none is left or ctx ends.
+// It returns the number of rows deleted.
+//
+// Keep the retention longer than any application retry horizon: once a row
+// is purged its key is forgotten by the outbox (the worker's delivery record
+// still prevents a second send).
+func (r *Reader) Purge(ctx context.Context, olderThan time.Time, chunk int) (int64, error) {
+	if chunk <= 0 {
+		return 0, fmt.Errorf("purging published rows: chunk %d must be positive", chunk)
+	}
+	var total int64
+	for {
+		res, err := r.db.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (
+			SELECT id FROM outbox WHERE published_at IS NOT NULL AND published_at < ? LIMIT ?)`,
+			olderThan.UnixNano(), chunk)
+		if err != nil {
+			return total, fmt.Errorf("purging published rows: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("purging published rows: %w", err)
+		}
+		total += n
+		if n < int64(chunk) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// Backlog reports how many rows are pending and how old the oldest is.
+func (r *Reader) Backlog(ctx context.Context) (Backlog, error) {
+	var b Backlog
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&b.Pending); err != nil {
+		return Backlog{}, fmt.Errorf("counting pending rows: %w", err)
+	}
+	if b.Pending == 0 {
+		return b, nil
+	}
+	var created int64
+	err := r.db.QueryRowContext(ctx, `SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1`).Scan(&created)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		b.Pending = 0 // published between the two statements
+	case err != nil:
+		return Backlog{}, fmt.Errorf("reading oldest pending row: %w", err)
+	default:
+		b.Oldest = time.Unix(0, created).UTC()
+	}
+	return b, nil
+}
+
+// CheckpointResult is what PRAGMA wal_checkpoint reports.
+type CheckpointResult struct {
+	// Busy is true when the checkpoint could not finish because a reader or
+	// writer held the database.
+	Busy bool
+	// LogFrames is the number of frames in the WAL; Checkpointed how many of
+	// them were copied into the database.
+	LogFrames, Checkpointed int
+}
+
+// Checkpoint copies the WAL into the database and, when no reader is in the
+// way, truncates the -wal file, so it does not grow without bound. mode is
+// PASSIVE, FULL, RESTART or TRUNCATE (the default when empty).
+func (r *Reader) Checkpoint(ctx context.Context, mode string) (CheckpointResult, error) {
+	switch mode = strings.ToUpper(mode); mode {
+	case "":
+		mode = "TRUNCATE"
+	case "PASSIVE", "FULL", "RESTART", "TRUNCATE":
+	default:
+		return CheckpointResult{}, fmt.Errorf("checkpointing: unknown mode %q", mode)
+	}
+	var res CheckpointResult
+	var busy int
+	if err := r.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &res.LogFrames, &res.Checkpointed); err != nil {
+		return CheckpointResult{}, fmt.Errorf("checkpointing (%s): %w", mode, err)
+	}
+	res.Busy = busy != 0
+	return res, nil
+}
+
+// Ping checks that the database answers a query.
+func (r *Reader) Ping(ctx context.Context) error {
+	var one int
+	if err := r.db.QueryRowContext(ctx, `SELECT 1 FROM outbox_schema LIMIT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("pinging outbox database: %w", err)
+	}
+	return nil
+}
