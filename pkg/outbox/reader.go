@@ -3,9 +3,9 @@ package outbox
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,12 +35,29 @@ type Backlog struct {
 // Reader is the publisher's side of the outbox: it reads pending rows in id
 // order, marks them published, purges old published rows and reports the
 // backlog. All its statements are short, so it never starves WAL checkpoints.
+//
+// The outbox has no index on pending rows (it would slow every enqueue), so a
+// Reader keeps a low-water mark: an id at or below which every row is known
+// to be published. It only ever rises, because new rows always get higher ids
+// and a published row never becomes pending again; every scan starts above
+// it. Only the first scan of a Reader's life walks the published rows.
 type Reader struct {
-	db *sql.DB
+	db       *sql.DB
+	lowWater atomic.Int64
 }
 
 // NewReader returns a Reader over a database opened with [Open].
 func NewReader(db *sql.DB) *Reader { return &Reader{db: db} }
+
+// raiseLowWater records that every row with id <= id is published.
+func (r *Reader) raiseLowWater(id int64) {
+	for {
+		cur := r.lowWater.Load()
+		if id <= cur || r.lowWater.CompareAndSwap(cur, id) {
+			return
+		}
+	}
+}
 
 // Pending returns up to limit pending rows with id greater than afterID, in
 // id order. Ids commit in order (SQLite has one writer at a time and ids are
@@ -51,7 +68,7 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 		return nil, fmt.Errorf("reading pending rows: limit %d must be positive", limit)
 	}
 	rows, err := r.db.QueryContext(ctx, `SELECT id, key, channel, recipient, payload, created_at
-		FROM outbox WHERE published_at IS NULL AND id > ? ORDER BY id LIMIT ?`, afterID, limit)
+		FROM outbox WHERE id > ? AND published_at IS NULL ORDER BY id LIMIT ?`, max(afterID, r.lowWater.Load()), limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading pending rows after id %d: %w", afterID, err)
 	}
@@ -107,6 +124,13 @@ func (r *Reader) MarkPublished(ctx context.Context, at time.Time, ranges ...IDRa
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("committing published marks: %w", err)
 	}
+	for _, rg := range ranges {
+		// Every row in the range is published now; when the range touches
+		// the low-water mark the mark can move past it.
+		if rg.From <= r.lowWater.Load()+1 {
+			r.raiseLowWater(rg.To)
+		}
+	}
 	return total, nil
 }
 
@@ -143,25 +167,30 @@ func (r *Reader) Purge(ctx context.Context, olderThan time.Time, chunk int) (int
 	}
 }
 
-// Backlog reports how many rows are pending and how old the oldest is.
+// Backlog reports how many rows are pending and how old the oldest is, and
+// raises the Reader's low-water mark to just below the oldest pending row.
 func (r *Reader) Backlog(ctx context.Context) (Backlog, error) {
-	var b Backlog
-	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&b.Pending); err != nil {
-		return Backlog{}, fmt.Errorf("counting pending rows: %w", err)
+	// One statement, so the count, the first pending id and the highest id
+	// come from the same snapshot.
+	var (
+		b              Backlog
+		first, created sql.NullInt64
+		maxID          int64
+	)
+	err := r.db.QueryRowContext(ctx, `SELECT
+			(SELECT COUNT(*) FROM outbox WHERE id > ?1 AND published_at IS NULL),
+			(SELECT id FROM outbox WHERE id > ?1 AND published_at IS NULL ORDER BY id LIMIT 1),
+			(SELECT created_at FROM outbox WHERE id > ?1 AND published_at IS NULL ORDER BY id LIMIT 1),
+			(SELECT COALESCE(MAX(id), 0) FROM outbox)`, r.lowWater.Load()).Scan(&b.Pending, &first, &created, &maxID)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("measuring the backlog: %w", err)
 	}
-	if b.Pending == 0 {
-		return b, nil
+	if !first.Valid {
+		r.raiseLowWater(maxID)
+		return Backlog{}, nil
 	}
-	var created int64
-	err := r.db.QueryRowContext(ctx, `SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1`).Scan(&created)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		b.Pending = 0 // published between the two statements
-	case err != nil:
-		return Backlog{}, fmt.Errorf("reading oldest pending row: %w", err)
-	default:
-		b.Oldest = time.Unix(0, created).UTC()
-	}
+	r.raiseLowWater(first.Int64 - 1)
+	b.Oldest = time.Unix(0, created.Int64).UTC()
 	return b, nil
 }
 

@@ -193,3 +193,37 @@ func ids(rows []outbox.Row) []int64 {
 	}
 	return out
 }
+
+// The low-water mark only ever skips published rows: rows enqueued after a
+// backlog measurement or a mark are still found, by this Reader and others.
+func TestLowWaterMarkNeverSkips(t *testing.T) {
+	db, _ := openDB(t)
+	r := outbox.NewReader(db)
+	ctx := context.Background()
+	enqueueN(t, db, 1, 5)
+	if _, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 1, To: 3}, outbox.IDRange{From: 5, To: 5}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Backlog(ctx)
+	if err != nil || b.Pending != 1 {
+		t.Fatalf("Backlog = %+v, %v; want 1 pending (row 4)", b, err)
+	}
+	rows, err := r.Pending(ctx, 0, 10)
+	if err != nil || fmt.Sprint(ids(rows)) != "[4]" {
+		t.Fatalf("Pending(0) = %v, %v; want [4]", ids(rows), err)
+	}
+	if _, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 4, To: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r.Backlog(ctx); err != nil || b.Pending != 0 {
+		t.Fatalf("Backlog = %+v, %v; want empty", b, err)
+	}
+	enqueueN(t, db, 10, 2)
+	rows, err = r.Pending(ctx, 0, 10)
+	if err != nil || fmt.Sprint(ids(rows)) != "[6 7]" {
+		t.Fatalf("Pending(0) after new rows = %v, %v; want [6 7]", ids(rows), err)
+	}
+	if b, err := outbox.NewReader(db).Backlog(ctx); err != nil || b.Pending != 2 {
+		t.Fatalf("a fresh Reader's Backlog = %+v, %v; want 2 pending", b, err)
+	}
+}
