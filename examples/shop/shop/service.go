@@ -30,14 +30,14 @@ CREATE TABLE IF NOT EXISTS order_items (
 
 // Service places and reads orders.
 type Service struct {
-	db     *sql.DB
-	outbox *outbox.Writer
+	db         *sql.DB
+	outbox     *outbox.Writer
 	get        *sql.Stmt
 	getItems   *sql.Stmt
 	insert     *sql.Stmt
 	insertItem *sql.Stmt
-	now    func() time.Time
-	notify bool
+	now        func() time.Time
+	notify     bool
 }
 
 // Option configures a [Service].
