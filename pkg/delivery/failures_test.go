@@ -1,0 +1,190 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+)
+
+func TestServerErrorThenSuccess(t *testing.T) {
+	lim, cfg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.Fault5xx}); err != nil {
+		t.Fatal(err)
+	}
+	env.Publish(note("order:1:accepted", 100, "hello"))
+	natstest.WaitFor(t, 10*time.Second, func() bool { return env.Emu.Stats().Faulted >= 2 }, "two failed attempts")
+	env.Emu.StopOutage()
+	waitDelivered(t, env, 1)
+	if got := len(env.Emu.ChatMessages(100)); got != 1 {
+		t.Fatalf("chat 100 got %d messages, want 1", got)
+	}
+	s := w.Stats()
+	if s.Retries.Level1 < 1 || s.Retries.Level2 < 1 || s.DeadLetters != 0 {
+		t.Fatalf("stats %+v: want retries at levels 1 and 2, no dead letter", s)
+	}
+}
+
+func TestMaxAttemptsDeadLetters(t *testing.T) {
+	lim, cfg := fastLimits()
+	cfg.MaxAttempts = 3
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.FaultJSON5xx, Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	env.Publish(note("order:1:accepted", 100, "hello"))
+	natstest.WaitFor(t, 15*time.Second, func() bool { return len(env.DeadLetters()) == 1 }, "dead letter")
+	h := env.DeadLetters()[0].Header
+	if h.Get(jetstream.HeaderReason) != "max_attempts" || h.Get(jetstream.HeaderAttempts) != "3" || h.Get(jetstream.HeaderErrorCode) != "500" {
+		t.Fatalf("dead letter headers %v, want max_attempts after 3 attempts with code 500", h)
+	}
+	if got := env.Emu.Stats().Faulted; got != 3 {
+		t.Fatalf("%d requests failed, want exactly 3 attempts", got)
+	}
+}
+
+// The breaker opens on a run of failures; while it is open no request is
+// made and waiting messages spend no attempts; a half-open probe closes it
+// when the API is back.
+func TestBreakerOpensAndRecovers(t *testing.T) {
+	lim, cfg := fastLimits()
+	cfg.BreakerFailures, cfg.BreakerOpen, cfg.MaxAttempts = 3, time.Second, 100
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.Fault5xx}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		env.Publish(note(fmt.Sprintf("k:%d", i), int64(1000+i), "hello"))
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().CircuitBreaker == "OPEN" }, "breaker open")
+	if s := w.Stats(); s.APIHealthy {
+		t.Fatalf("api_healthy with the breaker open: %+v", s)
+	}
+	// Over three open periods the breaker lets through its tripping run and
+	// one probe per period, far fewer than 20 messages × retries.
+	natstest.WaitFor(t, 10*time.Second, func() bool { return env.Emu.Stats().Faulted >= 5 }, "probes while open")
+	faultedDuringOutage := env.Emu.Stats().Faulted
+	if faultedDuringOutage > 3+4 {
+		t.Fatalf("%d requests during the outage, want at most the 3 that trip the breaker plus a probe per second", faultedDuringOutage)
+	}
+	env.Emu.StopOutage()
+	waitDelivered(t, env, 20)
+	natstest.WaitFor(t, 5*time.Second, func() bool { return w.Stats().CircuitBreaker == "CLOSED" }, "breaker closed")
+	if len(env.DeadLetters()) != 0 {
+		t.Fatalf("messages were dead-lettered while the breaker protected them")
+	}
+}
+
+func TestMigration(t *testing.T) {
+	lim, cfg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim, Migrate: map[int64]int64{-100: -1001000}}})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	events := make(chan *nats.Msg, 4)
+	sub, err := env.NC.ChanSubscribe(jetstream.SubjectChatMigrated, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	env.Publish(note("k:1", -100, "one"))
+	waitDelivered(t, env, 1)
+	env.Publish(note("k:2", -100, "two"))
+	waitDelivered(t, env, 2)
+	if got := texts(env.Emu.ChatMessages(-1001000)); fmt.Sprint(got) != "[one two]" {
+		t.Fatalf("supergroup received %v, want [one two]", got)
+	}
+	if got := env.Emu.Stats().ByMethod["sendMessage"]; got != 3 {
+		t.Fatalf("%d sendMessage calls, want 3 (one 400 migrate, then two sends to the supergroup)", got)
+	}
+	select {
+	case m := <-events:
+		var ev delivery.ChatEvent
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.ChatID != -100 || ev.MigrateTo != -1001000 {
+			t.Fatalf("migration event %s (%v)", m.Data, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no chat_migrated event")
+	}
+}
+
+func TestPoisonIsDeadLetteredAndWorkerGoesOn(t *testing.T) {
+	lim, cfg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	env.PublishRaw("notify.telegram.5", []byte("not json at all"), nil)
+	env.PublishRaw("notify.telegram.6", []byte(`{"v":1,"key":"k","chat_id":7,"text":"x","created_at":"2026-01-01T00:00:00Z"}`), nil)
+	env.PublishRaw("notify.telegram.abc", []byte(`{}`), nil)
+	env.PublishRaw("notify.telegram.8", []byte(`{"v":9}`), nil)
+	env.Publish(note("k:ok", 9, "fine"))
+	waitDelivered(t, env, 1)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(env.DeadLetters()) == 4 }, "four poison dead letters")
+	for _, dl := range env.DeadLetters() {
+		if r := dl.Header.Get(jetstream.HeaderReason); r != "poison" || dl.Header.Get(jetstream.HeaderErrorDescription) == "" {
+			t.Errorf("dead letter on %s: reason %q, description %q", dl.Subject, r, dl.Header.Get(jetstream.HeaderErrorDescription))
+		}
+	}
+	if got := env.Emu.Stats().Requests; got != 1 {
+		t.Fatalf("%d Bot API requests, want 1 (poison costs none)", got)
+	}
+}
+
+func TestExpiredIsDeadLetteredWithoutCall(t *testing.T) {
+	lim, cfg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	n := note("sale:1", 100, "sale ends soon")
+	n.CreatedAt = time.Now().Add(-2 * time.Hour)
+	n.ExpiresAt = time.Now().Add(-time.Hour)
+	env.Publish(n)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(env.DeadLetters()) == 1 }, "dead letter")
+	if r := env.DeadLetters()[0].Header.Get(jetstream.HeaderReason); r != "expired" {
+		t.Fatalf("reason %q, want expired", r)
+	}
+	if got := env.Emu.Stats().Requests; got != 0 {
+		t.Fatalf("%d requests, want none for an expired notification", got)
+	}
+}
+
+// A rejected token stops all sending: nothing is dead-lettered, readiness
+// fails, the messages stay in the stream.
+func TestUnauthorizedHalts(t *testing.T) {
+	lim, cfg := fastLimits()
+	cfg.HaltProbe = 100 * time.Millisecond
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Token: "123456:wrong-token"})
+	for i := 0; i < 5; i++ {
+		env.Publish(note(fmt.Sprintf("k:%d", i), int64(100+i), "hello"))
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().TokenRejected }, "token rejected")
+	if err := w.Ready(); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("Ready() = %v, want an error about the rejected token", err)
+	}
+	sendsAtHalt := env.Emu.Stats().ByMethod["sendMessage"]
+	// The worker keeps probing with getMe, never with sendMessage.
+	natstest.WaitFor(t, 5*time.Second, func() bool { return env.Emu.Stats().ByMethod["getMe"] >= 3 }, "token probes")
+	st := env.Emu.Stats()
+	if st.ByMethod["sendMessage"] != sendsAtHalt || st.Delivered != 0 || len(env.DeadLetters()) != 0 {
+		t.Fatalf("after halting: %d sendMessage (was %d), %d delivered, %d dead letters; want no change, 0, 0",
+			st.ByMethod["sendMessage"], sendsAtHalt, st.Delivered, len(env.DeadLetters()))
+	}
+	info, err := w.Resources.Consumer.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending+int(info.NumPending) != 5 {
+		t.Fatalf("consumer holds %d ack-pending and %d pending, want all 5 still in the stream", info.NumAckPending, info.NumPending)
+	}
+}

@@ -1,0 +1,176 @@
+package delivery
+
+import (
+	"slices"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+
+	"github.com/tgnotify/tgnotify/pkg/outbox"
+)
+
+// job is one delivery of one stream message to this worker.
+type job struct {
+	msg      natsjs.Msg
+	seq      uint64 // stream sequence
+	subject  string
+	chat     int64 // chat of the subject
+	n        outbox.Notification
+	poison   error // set when the payload cannot be used
+	received time.Time
+	progress time.Time // last ack-timer reset (delivery or InProgress)
+	// dups are later deliveries of the same stream message that arrived
+	// while this one was held; they are acked together with it.
+	dups []natsjs.Msg
+	// reservations taken for the current attempt, returned when no request
+	// was made after all.
+	botRes, laneRes *rate.Reservation
+}
+
+func (j *job) transactional() bool { return j.n.Priority != outbox.PriorityBulk }
+
+// parkedMsg is a message of a lane that went back to the stream with a delay
+// and has not come back yet.
+type parkedMsg struct {
+	seq      uint64
+	deadline time.Time // when JetStream redelivers it
+}
+
+// lane is one chat's ordered queue. The dispatcher goroutine owns it.
+//
+// Invariants: queue is sorted by stream sequence; every queued sequence is
+// lower than every parked one (a message later than a parked one is parked
+// too, behind it); at most one message of the lane is in flight, and it was
+// the head of the queue.
+type lane struct {
+	chat     int64
+	queue    []*job
+	inflight *job
+	parked   []parkedMsg // sorted by seq
+	limiter  *rate.Limiter
+
+	// heap bookkeeping (see readyHeap).
+	heapIdx  int
+	heapKind int
+	readyAt  time.Time
+
+	// holdUntil is the Until last written to the shared hold record; zero
+	// when no record is written.
+	holdUntil time.Time
+	touched   time.Time
+}
+
+// insert adds j in sequence order. A redelivery of a message already queued
+// (or in flight) is attached to it and reported as a duplicate.
+func (l *lane) insert(j *job) (dup bool) {
+	if l.inflight != nil && l.inflight.seq == j.seq {
+		l.inflight.dups = append(l.inflight.dups, j.msg)
+		return true
+	}
+	i, found := slices.BinarySearchFunc(l.queue, j.seq, func(q *job, seq uint64) int { return cmpU64(q.seq, seq) })
+	if found {
+		l.queue[i].dups = append(l.queue[i].dups, j.msg)
+		return true
+	}
+	l.queue = slices.Insert(l.queue, i, j)
+	return false
+}
+
+// unpark removes seq from the parked set and reports whether it was there.
+func (l *lane) unpark(seq uint64) bool {
+	i, found := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+	if found {
+		l.parked = slices.Delete(l.parked, i, i+1)
+	}
+	return found
+}
+
+// addParked records that seq went back to the stream until deadline.
+func (l *lane) addParked(seq uint64, deadline time.Time) {
+	i, found := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+	if found {
+		l.parked[i].deadline = deadline
+		return
+	}
+	l.parked = slices.Insert(l.parked, i, parkedMsg{seq: seq, deadline: deadline})
+}
+
+// mustPark reports whether a message with this sequence has to wait behind a
+// parked one.
+func (l *lane) mustPark(seq uint64) bool {
+	return len(l.parked) > 0 && seq > l.parked[0].seq
+}
+
+// lastDeadline is the latest redelivery time of the lane's parked messages.
+func (l *lane) lastDeadline() time.Time {
+	var t time.Time
+	for _, p := range l.parked {
+		if p.deadline.After(t) {
+			t = p.deadline
+		}
+	}
+	return t
+}
+
+// expireParked forgets parked messages that should have come back long ago
+// (another worker took them, or they were deleted), so that the lane cannot
+// wait forever. It reports how many were dropped.
+func (l *lane) expireParked(now time.Time, grace time.Duration) int {
+	n := len(l.parked)
+	l.parked = slices.DeleteFunc(l.parked, func(p parkedMsg) bool { return now.After(p.deadline.Add(grace)) })
+	return n - len(l.parked)
+}
+
+// schedulable reports whether the lane has a message that may be sent once
+// the limits allow.
+func (l *lane) schedulable() bool { return l.inflight == nil && len(l.queue) > 0 }
+
+// idle reports whether the lane holds nothing and can be dropped.
+func (l *lane) idle() bool {
+	return l.inflight == nil && len(l.queue) == 0 && len(l.parked) == 0 && l.holdUntil.IsZero()
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// readyHeap orders schedulable lanes by the time their chat limit allows the
+// next send, then by the stream sequence of their head (older first).
+type readyHeap struct {
+	kind  int
+	lanes []*lane
+}
+
+func (h *readyHeap) Len() int { return len(h.lanes) }
+func (h *readyHeap) Less(i, j int) bool {
+	a, b := h.lanes[i], h.lanes[j]
+	if !a.readyAt.Equal(b.readyAt) {
+		return a.readyAt.Before(b.readyAt)
+	}
+	return a.queue[0].seq < b.queue[0].seq
+}
+func (h *readyHeap) Swap(i, j int) {
+	h.lanes[i], h.lanes[j] = h.lanes[j], h.lanes[i]
+	h.lanes[i].heapIdx = i
+	h.lanes[j].heapIdx = j
+}
+func (h *readyHeap) Push(x any) {
+	l := x.(*lane)
+	l.heapIdx, l.heapKind = len(h.lanes), h.kind
+	h.lanes = append(h.lanes, l)
+}
+func (h *readyHeap) Pop() any {
+	old := h.lanes
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	h.lanes = old[:len(old)-1]
+	l.heapIdx, l.heapKind = -1, 0
+	return l
+}

@@ -1,0 +1,197 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
+)
+
+func checkOrder(t *testing.T, env *testenv.Env, chat int64, n int) {
+	t.Helper()
+	got := texts(env.Emu.ChatMessages(chat))
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprint(i)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("chat %d received %v, want %v", chat, got, want)
+	}
+}
+
+// A chat's messages arrive in stream order even when some of them hit 5xx
+// errors and 429 pauses and go back to the stream in between.
+func TestOrderUnderRetriesAndRateLimits(t *testing.T) {
+	lim, cfg := fastLimits()
+	cfg.MaxAttempts = 50
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim, Seed: 7}})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.Fault5xx, Probability: 0.3}); err != nil {
+		t.Fatal(err)
+	}
+	chats := []int64{100, 200, 300}
+	const each = 15
+	for i := 0; i < each; i++ {
+		for _, c := range chats {
+			env.Publish(note(fmt.Sprintf("k:%d:%d", c, i), c, fmt.Sprint(i)))
+		}
+		if i == 5 {
+			if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: "chat", ChatID: 200, RetryAfter: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool { return env.Emu.Stats().Delivered >= int64(len(chats)*each) }, "all delivered")
+	env.Emu.StopOutage()
+	for _, c := range chats {
+		checkOrder(t, env, c, each)
+	}
+	st := env.Emu.Stats()
+	if st.Faulted == 0 || st.RateLimited == 0 {
+		t.Fatalf("the test provoked %d faults and %d 429s; want both", st.Faulted, st.RateLimited)
+	}
+	if st.InAnyPause != 0 {
+		t.Fatalf("%d requests inside a 429 pause, want 0", st.InAnyPause)
+	}
+}
+
+// A chat that must wait (its own 1 msg/s limit here) does not hold back the
+// others: twenty messages to one chat, then one each to ten other chats; the
+// ten arrive while the busy chat is still working through its backlog.
+func TestSlowChatDoesNotDelayOthers(t *testing.T) {
+	lim := emulator.DefaultLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	env.StartWorker(testenv.WorkerOptions{Config: delivery.Config{}}) // Telegram's real limits: 1 msg/s per chat
+	for i := 0; i < 20; i++ {
+		env.Publish(note(fmt.Sprintf("hot:%d", i), 777, fmt.Sprint(i)))
+	}
+	for c := int64(1); c <= 10; c++ {
+		env.Publish(note(fmt.Sprintf("cold:%d", c), c, "hi"))
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		for c := int64(1); c <= 10; c++ {
+			if len(env.Emu.ChatMessages(c)) != 1 {
+				return false
+			}
+		}
+		return true
+	}, "the ten other chats served")
+	if hot := len(env.Emu.ChatMessages(777)); hot >= 20 {
+		t.Fatalf("the hot chat finished (%d messages) before the others were served", hot)
+	}
+	var lastCold time.Time
+	for c := int64(1); c <= 10; c++ {
+		if m := env.Emu.ChatMessages(c)[0]; m.Time.After(lastCold) {
+			lastCold = m.Time
+		}
+	}
+	first := env.Emu.ChatMessages(777)[0].Time
+	if d := lastCold.Sub(first); d > 2*time.Second {
+		t.Fatalf("the other chats waited %v behind the hot chat, want well under its 19 s backlog", d)
+	}
+	if st := env.Emu.Stats(); st.RateLimited != 0 {
+		t.Fatalf("%d 429s: the per-chat limit was not respected", st.RateLimited)
+	}
+}
+
+// Two workers on one consumer: one is pinned and sends, the other waits; when
+// the first stops, the second takes over. Nothing is sent twice.
+func TestTwoWorkersNoDoubleSend(t *testing.T) {
+	lim, cfg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	for i := 0; i < 40; i++ {
+		env.Publish(note(fmt.Sprintf("k:%d", i), int64(100+i%4), fmt.Sprint(i/4)))
+	}
+	waitDelivered(t, env, 40)
+	first := a
+	if b.Stats().Sent > 0 {
+		first = b
+	}
+	if a.Stats().Sent > 0 && b.Stats().Sent > 0 {
+		t.Fatalf("both workers sent (%d and %d); want one active, one standby", a.Stats().Sent, b.Stats().Sent)
+	}
+	first.Stop(t)
+	for i := 40; i < 80; i++ {
+		env.Publish(note(fmt.Sprintf("k:%d", i), int64(100+i%4), fmt.Sprint(i/4)))
+	}
+	waitDelivered(t, env, 80)
+	if st := env.Emu.Stats(); st.Delivered != 80 || st.Requests != 80 {
+		t.Fatalf("%d delivered with %d requests, want exactly 80 each", st.Delivered, st.Requests)
+	}
+	for c := int64(100); c < 104; c++ {
+		checkOrder(t, env, c, 20)
+	}
+}
+
+// Stopping hands held messages back in order; the next worker delivers them.
+func TestShutdownHandsMessagesBack(t *testing.T) {
+	lim := emulator.DefaultLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	w := env.StartWorker(testenv.WorkerOptions{Config: delivery.Config{ShutdownTimeout: 2 * time.Second}})
+	for i := 0; i < 10; i++ {
+		env.Publish(note(fmt.Sprintf("k:%d", i), 555, fmt.Sprint(i)))
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(env.Emu.ChatMessages(555)) >= 2 }, "two sent")
+	start := time.Now()
+	w.Stop(t)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("stopping took %v, want within the shutdown bound", d)
+	}
+	sentBefore := len(env.Emu.ChatMessages(555))
+	if sentBefore >= 10 {
+		t.Fatalf("all messages were sent before the stop; the test proves nothing")
+	}
+	env.StartWorker(testenv.WorkerOptions{Config: delivery.Config{}})
+	natstest.WaitFor(t, 20*time.Second, func() bool { return len(env.Emu.ChatMessages(555)) == 10 }, "the rest delivered by the next worker")
+	checkOrder(t, env, 555, 10)
+}
+
+// A worker that sent and recorded a message but died before its ack reached
+// JetStream: the message is redelivered, and the next worker acks it without
+// sending it again. The dying worker is simulated with a NATS user that may
+// not publish acks, so every ack it sends is lost.
+func TestRedeliveryAfterLostAckDoesNotResend(t *testing.T) {
+	lim, cfg := fastLimits()
+	deny := &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.NOTIFY.>"}}}
+	env := testenv.New(t, testenv.Options{
+		Emulator: emulator.Config{Limits: lim},
+		NATS: []natstest.Option{natstest.WithOptions(func(o *server.Options) {
+			o.Users = []*server.User{{Username: "full", Password: "full"}, {Username: "noack", Password: "noack", Permissions: deny}}
+		})},
+		Connect: []nats.Option{nats.UserInfo("full", "full")},
+	})
+	connect := func(user string) *nats.Conn {
+		nc, err := nats.Connect(env.NATS.URL(), nats.UserInfo(user, user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	cfg.AckWait = 2 * time.Second
+	dying := env.StartWorker(testenv.WorkerOptions{Config: cfg, NC: connect("noack")})
+	env.Publish(note("order:1:accepted", 100, "accepted"))
+	waitDelivered(t, env, 1)
+	natstest.WaitFor(t, 5*time.Second, func() bool { return dying.Stats().Sent == 1 }, "sent and recorded")
+	dying.Stop(t)
+
+	next := env.StartWorker(testenv.WorkerOptions{Config: cfg, NC: connect("full")})
+	natstest.WaitFor(t, 15*time.Second, func() bool { return next.Stats().AlreadyDelivered == 1 }, "redelivery recognised")
+	if got := env.Emu.Stats().Requests; got != 1 {
+		t.Fatalf("%d requests to Telegram, want 1: the redelivery was sent again", got)
+	}
+	natstest.WaitFor(t, 5*time.Second, func() bool {
+		info, err := next.Resources.Consumer.Info(context.Background())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, "message acked")
+}
