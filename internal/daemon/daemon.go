@@ -1,0 +1,177 @@
+// Package daemon holds the wiring both daemons share: configuration parsing
+// (flag > environment > YAML file), logging, and the HTTP endpoints for
+// metrics, health and readiness, as oklog/run actors.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/oklog/run"
+	"github.com/peterbourgon/ff/v3"
+	"github.com/peterbourgon/ff/v3/ffyaml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// UsageError is a configuration mistake; the daemon exits with status 2.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// ExitCode maps an error returned by a daemon's main function to its exit
+// status: 0 for nil or -h, 2 for a usage error, 1 otherwise.
+func ExitCode(err error) int {
+	var u UsageError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
+}
+
+// Parse parses args into fs with the project's precedence: an explicit flag
+// wins over the environment variable <envPrefix>_<FLAG> (dashes become
+// underscores, upper case), which wins over the YAML file named by -config
+// (keys are flag names). An unknown key in the file, a bad value anywhere or a
+// missing file is a UsageError that names the setting.
+func Parse(fs *flag.FlagSet, args []string, envPrefix string) error {
+	fs.String("config", "", "YAML configuration `file`; keys are flag names; flags and environment variables override it")
+	err := ff.Parse(fs, args,
+		ff.WithEnvVarPrefix(envPrefix),
+		ff.WithConfigFileFlag("config"),
+		ff.WithConfigFileParser(ffyaml.Parser),
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	}
+	return UsageError{Err: err}
+}
+
+// LogFlags registers -log-level and -log-format.
+type LogFlags struct {
+	Level, Format string
+}
+
+// Register adds the flags to fs.
+func (l *LogFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&l.Level, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&l.Format, "log-format", "text", "log `format`: text or json")
+}
+
+// Logger builds the logger the flags describe.
+func (l LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, UsageError{Err: fmt.Errorf("-log-level %q: want debug, info, warn or error", l.Level)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(l.Format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, UsageError{Err: fmt.Errorf("-log-format %q: want text or json", l.Format)}
+}
+
+// NewRegistry returns a metrics registry with the Go runtime and process
+// collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Endpoints are the daemon's HTTP endpoints.
+type Endpoints struct {
+	// Registry is served on /metrics.
+	Registry *prometheus.Registry
+	// Ready is checked by /readyz; nil error means ready.
+	Ready func() error
+	// Extra maps more paths to handlers (/stats).
+	Extra map[string]http.Handler
+}
+
+// Handler returns the mux: /metrics, /healthz (the process answers),
+// /readyz (503 with the reason when not ready) and the extra paths.
+func (e Endpoints) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{Registry: e.Registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := e.Ready(); err != nil {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+			return
+		}
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	for path, h := range e.Extra {
+		mux.Handle("GET "+path, h)
+	}
+	return mux
+}
+
+// WriteJSON writes v as a JSON response.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// Listen opens the HTTP listener early, so a taken port is a clear start-up
+// error naming the flag.
+func Listen(flagName, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, UsageError{Err: fmt.Errorf("-%s %s: %w", flagName, addr, err)}
+	}
+	return ln, nil
+}
+
+// AddHTTP adds an actor serving h on ln until the group stops.
+func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	g.Add(func() error {
+		log.Info("http endpoints listening", "addr", ln.Addr().String())
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving http: %w", err)
+		}
+		return nil
+	}, func(error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+}
+
+// SignalStopped reports whether the group ended because of a signal.
+func SignalStopped(err error) bool {
+	var sig run.SignalError
+	return errors.As(err, &sig)
+}
