@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -196,8 +197,11 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		log.Warn("cannot check the bot token now; starting anyway", "err", err)
 	}
 
+	// Until the run group owns the signals, SIGTERM cancels start-up.
+	startCtx, stopStart := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopStart()
 	s.nats.Name = "telegram-worker"
-	nc, err := jetstream.Connect(ctx, s.nats, log)
+	nc, err := jetstream.Connect(startCtx, s.nats, log)
 	if err != nil {
 		return daemon.UsageError{Err: err}
 	}
@@ -206,10 +210,15 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	res, err := provision(ctx, js, s, log)
+	res, err := provision(startCtx, js, s, log)
+	if errors.Is(err, context.Canceled) {
+		log.Info("stopped during start-up")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	stopStart()
 	reg := daemon.NewRegistry()
 	w, err := delivery.New(s.worker, delivery.Deps{JS: js, Resources: res, API: api, Logger: log, Registry: reg})
 	if err != nil {
