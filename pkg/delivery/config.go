@@ -121,7 +121,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first invalid setting after defaults are applied.
+// Validate reports every invalid setting after defaults are applied, each
+// naming its Config field.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
@@ -130,21 +131,21 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	check(c.BotRate > 0, "bot rate %v must be positive", c.BotRate)
-	check(c.ChatRate > 0, "chat rate %v must be positive", c.ChatRate)
-	check(c.GroupPerMinute > 0, "group rate %v per minute must be positive", c.GroupPerMinute)
-	check(c.MaxInFlight >= 1, "max in flight %d must be at least 1", c.MaxInFlight)
-	check(c.MaxAttempts >= 1, "max attempts %d must be at least 1", c.MaxAttempts)
-	check(c.BackoffBase > 0, "backoff base %v must be positive", c.BackoffBase)
-	check(c.BackoffCap >= c.BackoffBase, "backoff cap %v must be at least the base %v", c.BackoffCap, c.BackoffBase)
-	check(c.BreakerOpen > 0, "breaker open time %v must be positive", c.BreakerOpen)
-	check(c.LaneCap >= 1, "lane cap %d must be at least 1", c.LaneCap)
-	check(c.AckWait >= time.Second, "ack wait %v must be at least 1s", c.AckWait)
-	check(c.PullBatch >= 1, "pull batch %d must be at least 1", c.PullBatch)
-	check(c.ShutdownTimeout > 0, "shutdown timeout %v must be positive", c.ShutdownTimeout)
-	check(c.HaltProbe > 0, "halt probe interval %v must be positive", c.HaltProbe)
-	check(c.RememberDelivered >= 0, "remembered deliveries %d must not be negative", c.RememberDelivered)
-	check(c.StatsInterval > 0, "stats interval %v must be positive", c.StatsInterval)
-	check(c.TakeoverGap > 0, "takeover gap %v must be positive", c.TakeoverGap)
+	check(c.BotRate > 0, "BotRate %v must be positive", c.BotRate)
+	check(c.ChatRate > 0, "ChatRate %v must be positive", c.ChatRate)
+	check(c.GroupPerMinute > 0, "GroupPerMinute %v must be positive", c.GroupPerMinute)
+	check(c.MaxInFlight >= 1, "MaxInFlight %d must be at least 1", c.MaxInFlight)
+	check(c.MaxAttempts >= 1, "MaxAttempts %d must be at least 1", c.MaxAttempts)
+	check(c.BackoffBase > 0, "BackoffBase %v must be positive", c.BackoffBase)
+	check(c.BackoffCap >= c.BackoffBase, "BackoffCap %v must be at least BackoffBase %v", c.BackoffCap, c.BackoffBase)
+	check(c.BreakerOpen > 0, "BreakerOpen %v must be positive", c.BreakerOpen)
+	check(c.LaneCap >= 1, "LaneCap %d must be at least 1", c.LaneCap)
+	check(c.AckWait >= time.Second, "AckWait %v must be at least 1s", c.AckWait)
+	check(c.PullBatch >= 1, "PullBatch %d must be at least 1", c.PullBatch)
+	check(c.ShutdownTimeout > 0, "ShutdownTimeout %v must be positive", c.ShutdownTimeout)
+	check(c.HaltProbe > 0, "HaltProbe %v must be positive", c.HaltProbe)
+	check(c.RememberDelivered >= 0, "RememberDelivered %d must not be negative", c.RememberDelivered)
+	check(c.StatsInterval > 0, "StatsInterval %v must be positive", c.StatsInterval)
+	check(c.TakeoverGap > 0, "TakeoverGap %v must be positive", c.TakeoverGap)
 	return errors.Join(errs...)
 }
