@@ -166,9 +166,12 @@ func (w *Worker) reschedule(l *lane) {
 	}
 	now := w.now()
 	l.readyAt = now
+	if l.notBefore.After(now) {
+		l.readyAt = l.notBefore
+	}
 	if _, dead := w.state.deadChat(w.state.resolve(l.chat)); !dead {
 		if tokens := l.limiter.TokensAt(now); tokens < 1 {
-			l.readyAt = now.Add(time.Duration((1 - tokens) / float64(l.limiter.Limit()) * float64(time.Second)))
+			l.readyAt = later(l.readyAt, now.Add(time.Duration((1-tokens)/float64(l.limiter.Limit())*float64(time.Second))))
 		}
 	}
 	h := w.heaps[1]
@@ -176,6 +179,13 @@ func (w *Worker) reschedule(l *lane) {
 		h = w.heaps[0]
 	}
 	heap.Push(h, l)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // launch starts as many sends as the limits allow now, and returns when the
@@ -288,6 +298,9 @@ func (w *Worker) onResult(r result) {
 	case resDone, resDeadChat:
 	case resNoCall, resCanceled:
 		l.queue = append([]*job{j}, l.queue...)
+		if r.delay > 0 {
+			l.notBefore = r.at.Add(r.delay)
+		}
 	case resHalt:
 		l.queue = append([]*job{j}, l.queue...)
 		if w.halted.CompareAndSwap(false, true) {

@@ -55,6 +55,9 @@ type lane struct {
 	heapKind int
 	readyAt  time.Time
 
+	// notBefore delays the next attempt after JetStream itself failed.
+	notBefore time.Time
+
 	// holdUntil is the Until last written to the shared hold record; zero
 	// when no record is written.
 	holdUntil time.Time

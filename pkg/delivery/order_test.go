@@ -195,3 +195,26 @@ func TestRedeliveryAfterLostAckDoesNotResend(t *testing.T) {
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
 	}, "message acked")
 }
+
+// NATS restarts under the worker: it reconnects, resumes consuming, and
+// every message is delivered once, in order.
+func TestNATSRestart(t *testing.T) {
+	lim, cfg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	for i := 0; i < 20; i++ {
+		env.Publish(note(fmt.Sprintf("a:%d", i), 100, fmt.Sprint(i)))
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= 5 }, "some delivered")
+	env.NATS.Restart(t)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return env.NC.IsConnected() }, "test connection back")
+	for i := 20; i < 40; i++ {
+		env.Publish(note(fmt.Sprintf("a:%d", i), 100, fmt.Sprint(i)))
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= 40 }, "all delivered after the restart")
+	checkOrder(t, env, 100, 40)
+	if got := env.Emu.Stats().Delivered; got != 40 {
+		t.Fatalf("%d deliveries, want exactly 40", got)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Ready() == nil }, "worker ready again")
+}

@@ -22,7 +22,8 @@ const (
 	// resDeadChat: dead-lettered, and the chat is now known dead.
 	resDeadChat
 	// resNoCall: nothing was sent (breaker open, state unreadable); the
-	// message goes back to the head of its lane without spending an attempt.
+	// message goes back to the head of its lane without spending an
+	// attempt, and the lane waits delay before trying again.
 	resNoCall
 	// resRetryAfter: Telegram answered 429; pause everything for delay.
 	resRetryAfter
@@ -42,6 +43,10 @@ type result struct {
 	at     time.Time
 	called bool // a request reached (or may have reached) Telegram
 }
+
+// stateRetry is how long a lane waits after JetStream could not be read or
+// written (a NATS outage) before it tries again.
+const stateRetry = time.Second
 
 // maxMigrationHops bounds how many migrations one send follows.
 const maxMigrationHops = 3
@@ -65,7 +70,7 @@ func (w *Worker) process(ctx context.Context, j *job, target int64) result {
 	sent, err := w.deliveries.delivered(ctx, j.n.Key)
 	if err != nil {
 		w.log.Warn("cannot read the delivery record; retrying later", "key", j.n.Key, "err", err)
-		return result{job: j, kind: resNoCall, at: now}
+		return result{job: j, kind: resNoCall, at: now, delay: stateRetry}
 	}
 	if sent {
 		w.ack(ctx, j)
@@ -195,7 +200,7 @@ func (w *Worker) attemptsSoFar(ctx context.Context, j *job) int {
 func (w *Worker) finishDead(ctx context.Context, j *job, l letter, clearAttempts bool) result {
 	if err := w.deadLetter(ctx, j, l); err != nil {
 		w.log.Error("cannot dead-letter; retrying later", "key", j.n.Key, "err", err)
-		return result{job: j, kind: resNoCall, at: w.now()}
+		return result{job: j, kind: resNoCall, at: w.now(), delay: stateRetry}
 	}
 	if clearAttempts {
 		if err := w.attempts.clear(ctx, j.n.Key); err != nil {
