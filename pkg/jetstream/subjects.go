@@ -1,0 +1,80 @@
+package jetstream
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Stream, consumer and bucket names shared by the daemons.
+const (
+	// StreamNotify is the work stream every notification is published to.
+	StreamNotify = "NOTIFY"
+	// StreamNotifySubjects is the subject filter of [StreamNotify].
+	StreamNotifySubjects = "notify.>"
+	// StreamDead is the dead-letter stream.
+	StreamDead = "NOTIFY_DEAD"
+	// StreamDeadSubjects is the subject filter of [StreamDead].
+	StreamDeadSubjects = "dead.>"
+
+	// ConsumerTelegram is the durable consumer the telegram worker pulls from.
+	ConsumerTelegram = "telegram-worker"
+	// TelegramFilter is the filter subject of [ConsumerTelegram].
+	TelegramFilter = "notify.telegram.>"
+	// PriorityGroupTelegram is the pinned priority group of
+	// [ConsumerTelegram]: one worker pulls, the others wait as standbys.
+	PriorityGroupTelegram = "telegram"
+
+	// BucketDelivered maps an idempotency key to its delivery record.
+	BucketDelivered = "notify_delivered"
+	// BucketChats holds per-chat state: keys dead.<chat> and migrated.<chat>.
+	BucketChats = "notify_chats"
+	// BucketAttempts counts delivery attempts per idempotency key.
+	BucketAttempts = "notify_attempts"
+
+	// SubjectChatDead announces that a chat blocked the bot or was deleted.
+	SubjectChatDead = "notify.events.chat_dead"
+	// SubjectChatMigrated announces that a group became a supergroup.
+	SubjectChatMigrated = "notify.events.chat_migrated"
+)
+
+// telegramPrefix is the subject prefix of Telegram notifications.
+const telegramPrefix = "notify.telegram."
+
+// deadPrefix is prepended to an original subject to form its dead-letter
+// subject.
+const deadPrefix = "dead."
+
+// TelegramSubject returns the subject of a Telegram notification for chatID:
+// notify.telegram.<chat_id>. Negative ids (groups) keep their sign, which is
+// a valid subject token.
+func TelegramSubject(chatID int64) string {
+	return telegramPrefix + strconv.FormatInt(chatID, 10)
+}
+
+// DeadSubject returns the dead-letter subject of a Telegram notification for
+// chatID: dead.notify.telegram.<chat_id>.
+func DeadSubject(chatID int64) string {
+	return deadPrefix + TelegramSubject(chatID)
+}
+
+// ParseTelegramSubject returns the chat id of a subject made by
+// [TelegramSubject] or [DeadSubject].
+func ParseTelegramSubject(subject string) (int64, error) {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(subject, deadPrefix), telegramPrefix)
+	if !ok {
+		return 0, fmt.Errorf("subject %q is not a telegram notification subject", subject)
+	}
+	id, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("subject %q does not end in a chat id", subject)
+	}
+	return id, nil
+}
+
+// ChatDeadKey returns the [BucketChats] key that marks chatID as dead.
+func ChatDeadKey(chatID int64) string { return "dead." + strconv.FormatInt(chatID, 10) }
+
+// ChatMigratedKey returns the [BucketChats] key that records where chatID
+// migrated to.
+func ChatMigratedKey(chatID int64) string { return "migrated." + strconv.FormatInt(chatID, 10) }
