@@ -1,0 +1,353 @@
+package emulator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// envelope is the Bot API's answer.
+type envelope struct {
+	OK          bool        `json:"ok"`
+	Result      any         `json:"result,omitempty"`
+	ErrorCode   int         `json:"error_code,omitempty"`
+	Description string      `json:"description,omitempty"`
+	Parameters  *parameters `json:"parameters,omitempty"`
+}
+
+// parameters is the Bot API's ResponseParameters.
+type parameters struct {
+	MigrateToChatID int64 `json:"migrate_to_chat_id,omitempty"`
+	RetryAfter      int64 `json:"retry_after,omitempty"`
+}
+
+func failure(code int, description string) envelope {
+	return envelope{ErrorCode: code, Description: description}
+}
+
+// userResult is the Bot API's User object for the bot itself.
+type userResult struct {
+	ID                      int64  `json:"id"`
+	IsBot                   bool   `json:"is_bot"`
+	FirstName               string `json:"first_name"`
+	Username                string `json:"username"`
+	CanJoinGroups           bool   `json:"can_join_groups"`
+	CanReadAllGroupMessages bool   `json:"can_read_all_group_messages"`
+	SupportsInlineQueries   bool   `json:"supports_inline_queries"`
+}
+
+// senderResult is the Bot API's User object as a message's "from".
+type senderResult struct {
+	ID        int64  `json:"id"`
+	IsBot     bool   `json:"is_bot"`
+	FirstName string `json:"first_name"`
+	Username  string `json:"username"`
+}
+
+// chatResult is the Bot API's Chat object.
+type chatResult struct {
+	ID        int64  `json:"id"`
+	Type      string `json:"type"`
+	Title     string `json:"title,omitempty"`
+	FirstName string `json:"first_name,omitempty"`
+}
+
+// messageResult is the Bot API's Message object as sendMessage returns it.
+type messageResult struct {
+	MessageID       int64        `json:"message_id"`
+	MessageThreadID int64        `json:"message_thread_id,omitempty"`
+	From            senderResult `json:"from"`
+	Chat            chatResult   `json:"chat"`
+	Date            int64        `json:"date"`
+	Text            string       `json:"text"`
+}
+
+// supergroupIDs are at or below this: -100 followed by ten digits or more.
+const supergroupIDs = -1_000_000_000_000
+
+func chatOf(id int64) chatResult {
+	switch {
+	case id <= supergroupIDs:
+		return chatResult{ID: id, Type: "supergroup", Title: fmt.Sprintf("Supergroup %d", id)}
+	case id < 0:
+		return chatResult{ID: id, Type: "group", Title: fmt.Sprintf("Group %d", id)}
+	default:
+		return chatResult{ID: id, Type: "private", FirstName: fmt.Sprintf("User %d", id)}
+	}
+}
+
+func (e *Emulator) bot() *userResult {
+	return &userResult{ID: e.botID, IsBot: true, FirstName: "Emulator", Username: e.cfg.BotUsername, CanJoinGroups: true}
+}
+
+// Bot API method names, as Telegram spells them (matching is
+// case-insensitive, as Telegram's is).
+const (
+	methodSendMessage = "sendMessage"
+	methodGetMe       = "getMe"
+	methodUnknown     = "unknown"
+)
+
+// splitBotPath splits /bot<token>/<method>.
+func splitBotPath(path string) (token, method string, ok bool) {
+	rest, ok := strings.CutPrefix(path, "/bot")
+	if !ok {
+		return "", "", false
+	}
+	token, method, ok = strings.Cut(rest, "/")
+	if !ok || token == "" || method == "" || strings.Contains(method, "/") {
+		return "", "", false
+	}
+	return token, method, true
+}
+
+func canonicalMethod(m string) string {
+	switch strings.ToLower(m) {
+	case "sendmessage":
+		return methodSendMessage
+	case "getme":
+		return methodGetMe
+	}
+	return methodUnknown
+}
+
+// serveBotAPI answers /bot<token>/<method>. The order of checks is: latency,
+// outage, token (401), method (404), parameters (400), then for
+// sendMessage rate limits (429), chat state (403/400), text (400).
+func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
+	token, rawMethod, ok := splitBotPath(r.URL.Path)
+	method := canonicalMethod(rawMethod)
+	e.mu.Lock()
+	e.stats.Requests++
+	e.stats.ByMethod[method]++
+	e.mu.Unlock()
+
+	if !sleep(r.Context(), e.closed, e.latency()) {
+		return
+	}
+	f := e.pickFault()
+	switch f.mode {
+	case Fault5xx:
+		e.count(f.status)
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(f.status)
+		_, _ = w.Write([]byte(gatewayPage(f.status)))
+		return
+	case FaultJSON5xx:
+		e.reply(w, method, f.status, failure(f.status, http.StatusText(f.status)))
+		return
+	case FaultDrop:
+		e.countDropped()
+		dropConnection(w)
+		return
+	case FaultBlackhole:
+		select {
+		case <-r.Context().Done():
+		case <-f.release:
+			e.countDropped()
+		case <-e.closed:
+			e.countDropped()
+		}
+		dropConnection(w)
+		return
+	case FaultSlow:
+		if !sleep(r.Context(), e.closed, f.delay) {
+			return
+		}
+	}
+
+	switch {
+	case !ok:
+		e.reply(w, method, http.StatusNotFound, failure(http.StatusNotFound, "Not Found"))
+	case !e.tokenMatches(token):
+		e.reply(w, method, http.StatusUnauthorized, failure(http.StatusUnauthorized, "Unauthorized"))
+	case method == methodGetMe:
+		if f.mode == FaultDeliverDrop {
+			e.countDropped()
+			dropConnection(w)
+			return
+		}
+		e.reply(w, method, http.StatusOK, envelope{OK: true, Result: e.bot()})
+	case method == methodSendMessage:
+		e.sendMessage(w, r, f)
+	default:
+		e.reply(w, method, http.StatusNotFound, failure(http.StatusNotFound, "Not Found"))
+	}
+}
+
+// sendMessage handles one sendMessage request.
+func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault) {
+	raw, err := readParams(w, r)
+	if errors.Is(err, errTooLarge) {
+		e.reply(w, methodSendMessage, http.StatusRequestEntityTooLarge, failure(http.StatusRequestEntityTooLarge, "Request Entity Too Large"))
+		return
+	}
+	if err != nil {
+		e.reply(w, methodSendMessage, http.StatusBadRequest, failure(http.StatusBadRequest, "Bad Request: "+err.Error()))
+		return
+	}
+	p, desc := parseSendMessage(raw)
+	if desc != "" {
+		e.reply(w, methodSendMessage, http.StatusBadRequest, failure(http.StatusBadRequest, desc))
+		return
+	}
+	plain, contentErr := checkText(p.text, p.parseMode)
+
+	var (
+		code    = http.StatusOK
+		env     envelope
+		dropped bool
+	)
+	e.mu.Lock()
+	now := e.now()
+	v := e.limiter.admit(now.UnixNano(), p.chatID, p.paid)
+	if v.inAnyPause {
+		e.stats.InAnyPause++
+	}
+	if v.punished {
+		e.stats.InPause++
+	}
+	migrateTo, migrated := e.migrate[p.chatID]
+	state := e.chats[p.chatID]
+	switch {
+	case !v.ok:
+		code = http.StatusTooManyRequests
+		env = failure(code, fmt.Sprintf("Too Many Requests: retry after %d", v.retryAfter))
+		env.Parameters = &parameters{RetryAfter: v.retryAfter}
+		e.stats.RateLimited++
+		e.stats.RateLimitedByScope[v.scope]++
+	case migrated:
+		code = http.StatusBadRequest
+		env = failure(code, "Bad Request: group chat was upgraded to a supergroup chat")
+		env.Parameters = &parameters{MigrateToChatID: migrateTo}
+	case state != "" && state != ChatOK:
+		code, env = stateFailure(state, p.chatID)
+	case contentErr != "":
+		code = http.StatusBadRequest
+		env = failure(code, contentErr)
+	default:
+		id := e.nextID[p.chatID] + 1
+		e.nextID[p.chatID] = id
+		dropped = f.mode == FaultDeliverDrop
+		e.messages.add(Message{
+			MessageID:           id,
+			ChatID:              p.chatID,
+			Text:                p.text,
+			ParseMode:           p.parseMode,
+			MessageThreadID:     p.threadID,
+			DisableNotification: p.disableNotification,
+			ProtectContent:      p.protectContent,
+			AllowPaidBroadcast:  p.paid,
+			HasReplyMarkup:      p.hasReplyMarkup,
+			Time:                now,
+			ResponseDropped:     dropped,
+		})
+		e.stats.Delivered++
+		env = envelope{OK: true, Result: &messageResult{
+			MessageID:       id,
+			MessageThreadID: p.threadID,
+			From:            senderResult{ID: e.botID, IsBot: true, FirstName: "Emulator", Username: e.cfg.BotUsername},
+			Chat:            chatOf(p.chatID),
+			Date:            now.Unix(),
+			Text:            plain,
+		}}
+	}
+	if dropped {
+		e.stats.Dropped++
+	} else {
+		e.stats.ByCode[code]++
+	}
+	e.mu.Unlock()
+
+	e.log.LogAttrs(r.Context(), slog.LevelDebug, "sendMessage",
+		slog.Int64("chat_id", p.chatID), slog.Int("status", code), slog.String("description", env.Description),
+		slog.Bool("response_dropped", dropped))
+	if dropped {
+		dropConnection(w)
+		return
+	}
+	writeJSON(w, code, env)
+}
+
+// stateFailure is the answer for a chat that does not accept messages.
+func stateFailure(s ChatState, chatID int64) (int, envelope) {
+	switch s {
+	case ChatBlocked:
+		return http.StatusForbidden, failure(http.StatusForbidden, "Forbidden: bot was blocked by the user")
+	case ChatDeactivated:
+		return http.StatusForbidden, failure(http.StatusForbidden, "Forbidden: user is deactivated")
+	case ChatKicked:
+		if chatID <= supergroupIDs {
+			return http.StatusForbidden, failure(http.StatusForbidden, "Forbidden: bot was kicked from the supergroup chat")
+		}
+		return http.StatusForbidden, failure(http.StatusForbidden, "Forbidden: bot was kicked from the group chat")
+	case ChatForbidden:
+		return http.StatusForbidden, failure(http.StatusForbidden, "Forbidden: bot can't send messages to the user")
+	default:
+		return http.StatusBadRequest, failure(http.StatusBadRequest, "Bad Request: chat not found")
+	}
+}
+
+// reply counts and writes an answer.
+func (e *Emulator) reply(w http.ResponseWriter, method string, code int, env envelope) {
+	e.count(code)
+	e.log.Debug(method, "status", code, "description", env.Description)
+	writeJSON(w, code, env)
+}
+
+func (e *Emulator) count(code int) {
+	e.mu.Lock()
+	e.stats.ByCode[code]++
+	e.mu.Unlock()
+}
+
+func (e *Emulator) countDropped() {
+	e.mu.Lock()
+	e.stats.Dropped++
+	e.mu.Unlock()
+}
+
+// writeJSON writes v as a JSON answer with the given status. Like
+// Telegram's, the JSON does not escape <, > and & as \u003c and so on.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(bytes.TrimSuffix(body.Bytes(), []byte("\n")))
+}
+
+// latency draws the delay of one answer.
+func (e *Emulator) latency() time.Duration {
+	if e.cfg.Latency == 0 && e.cfg.LatencyJitter == 0 {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := time.Duration((2*e.rng.Float64() - 1) * float64(e.cfg.LatencyJitter))
+	return max(e.cfg.Latency+j, 0)
+}
+
+// pickFault decides whether the running outage hits this request.
+func (e *Emulator) pickFault() fault {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expireOutageLocked(e.now().UnixNano())
+	o := e.outage
+	if o == nil || (o.Probability < 1 && e.rng.Float64() >= o.Probability) {
+		return fault{}
+	}
+	e.stats.Faulted++
+	e.stats.ByFault[o.Mode]++
+	return fault{mode: o.Mode, status: o.Status, delay: o.Delay, release: o.release}
+}

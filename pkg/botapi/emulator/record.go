@@ -1,0 +1,120 @@
+package emulator
+
+import (
+	"maps"
+	"time"
+)
+
+// Message is a message the emulator delivered.
+type Message struct {
+	// MessageID is the id returned to the sender; ids count from 1 per chat,
+	// as Telegram's do in private chats and basic groups.
+	MessageID int64 `json:"message_id"`
+	// ChatID is the chat the message was delivered to.
+	ChatID int64 `json:"chat_id"`
+	// Text is the text as sent, markup included.
+	Text string `json:"text"`
+	// ParseMode is the parse_mode as sent.
+	ParseMode string `json:"parse_mode,omitempty"`
+	// MessageThreadID is the forum topic, if any.
+	MessageThreadID int64 `json:"message_thread_id,omitempty"`
+	// DisableNotification, ProtectContent and AllowPaidBroadcast are the
+	// flags as sent.
+	DisableNotification bool `json:"disable_notification,omitempty"`
+	ProtectContent      bool `json:"protect_content,omitempty"`
+	AllowPaidBroadcast  bool `json:"allow_paid_broadcast,omitempty"`
+	// HasReplyMarkup reports whether an inline keyboard was attached.
+	HasReplyMarkup bool `json:"has_reply_markup,omitempty"`
+	// Time is when the emulator accepted the message, on its clock, with
+	// nanosecond precision.
+	Time time.Time `json:"time"`
+	// ResponseDropped is set when the connection was dropped instead of
+	// answering (fault mode deliver-drop): the sender did not learn of it.
+	ResponseDropped bool `json:"response_dropped,omitempty"`
+}
+
+// Stats counts what the emulator saw since it was created or reset.
+type Stats struct {
+	// Since is when counting started, on the emulator's clock.
+	Since time.Time `json:"since"`
+	// Requests counts Bot API requests (control endpoints excluded).
+	Requests int64 `json:"requests"`
+	// ByMethod counts requests per method name ("unknown" for others).
+	ByMethod map[string]int64 `json:"by_method"`
+	// ByCode counts answers per HTTP status. Dropped and blackholed
+	// requests have no status and are not counted here.
+	ByCode map[int]int64 `json:"by_code"`
+	// RateLimited counts 429 answers.
+	RateLimited int64 `json:"rate_limited"`
+	// RateLimitedByScope counts 429 answers per scope (bot, paid, chat).
+	RateLimitedByScope map[Scope]int64 `json:"rate_limited_by_scope"`
+	// InPause counts sendMessage requests made inside an announced pause of
+	// their own scope; each was punished with a longer pause.
+	InPause int64 `json:"in_pause"`
+	// InAnyPause counts sendMessage requests made inside an announced pause
+	// of any scope (the bot's, or any chat's). A sender that pauses
+	// everything on any 429 keeps it at zero.
+	InAnyPause int64 `json:"in_any_pause"`
+	// Delivered counts delivered messages, including those whose answer
+	// was dropped.
+	Delivered int64 `json:"delivered"`
+	// Faulted counts requests hit by an outage.
+	Faulted int64 `json:"faulted"`
+	// ByFault counts requests hit per fault mode.
+	ByFault map[FaultMode]int64 `json:"by_fault"`
+	// Dropped counts connections closed without an answer (drop,
+	// deliver-drop, and blackholed requests released by the emulator).
+	Dropped int64 `json:"dropped"`
+	// MessagesKept is how many delivered messages are still held (see
+	// Config.MaxMessages).
+	MessagesKept int `json:"messages_kept"`
+}
+
+// clone returns a deep copy.
+func (s *Stats) clone() Stats {
+	c := *s
+	c.ByMethod = maps.Clone(s.ByMethod)
+	c.ByCode = maps.Clone(s.ByCode)
+	c.RateLimitedByScope = maps.Clone(s.RateLimitedByScope)
+	c.ByFault = maps.Clone(s.ByFault)
+	return c
+}
+
+func newStats(since time.Time) Stats {
+	return Stats{
+		Since:              since,
+		ByMethod:           make(map[string]int64),
+		ByCode:             make(map[int]int64),
+		RateLimitedByScope: make(map[Scope]int64),
+		ByFault:            make(map[FaultMode]int64),
+	}
+}
+
+// messageLog keeps the most recent delivered messages in a ring.
+type messageLog struct {
+	buf   []Message
+	start int // index of the oldest message once the ring is full
+	max   int
+}
+
+func (l *messageLog) add(m Message) {
+	if len(l.buf) < l.max {
+		l.buf = append(l.buf, m)
+		return
+	}
+	l.buf[l.start] = m
+	l.start = (l.start + 1) % l.max
+}
+
+// list returns the kept messages, oldest first, that keep accepts.
+func (l *messageLog) list(keep func(*Message) bool) []Message {
+	out := make([]Message, 0, len(l.buf))
+	for _, part := range [][]Message{l.buf[l.start:], l.buf[:l.start]} {
+		for i := range part {
+			if keep == nil || keep(&part[i]) {
+				out = append(out, part[i])
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,70 @@
+package botapi
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// DefaultBaseURL is Telegram's Bot API endpoint.
+const DefaultBaseURL = "https://api.telegram.org"
+
+// DefaultTimeout bounds one request, from dialing to reading the answer.
+const DefaultTimeout = 10 * time.Second
+
+// Option configures a Client.
+type Option func(*options) error
+
+type options struct {
+	baseURL    string
+	httpClient *http.Client
+	timeout    time.Duration
+	logger     *slog.Logger
+}
+
+// WithBaseURL points the client at another Bot API server: a local
+// telegram-bot-api server or the emulator. The URL is the part before
+// "/bot<token>/<method>", such as "http://127.0.0.1:8081".
+func WithBaseURL(baseURL string) Option {
+	return func(o *options) error {
+		o.baseURL = baseURL
+		return nil
+	}
+}
+
+// WithHTTPClient makes the client use h instead of its own, which has a
+// transport tuned for many concurrent requests to one host. The client's
+// per-request timeout still applies.
+func WithHTTPClient(h *http.Client) Option {
+	return func(o *options) error {
+		if h == nil {
+			return errors.New("WithHTTPClient: nil *http.Client")
+		}
+		o.httpClient = h
+		return nil
+	}
+}
+
+// WithTimeout sets the per-request timeout (default 10s). It must be positive.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return errors.New("WithTimeout: timeout must be positive")
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithLogger makes the client log each request at debug level (method,
+// status, duration, error; never the URL or token). The default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return errors.New("WithLogger: nil *slog.Logger")
+		}
+		o.logger = l
+		return nil
+	}
+}
