@@ -125,6 +125,12 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	e.stats.Requests++
 	e.stats.ByMethod[method]++
+	// Whether the sender could have known of a pause: one announced before
+	// this request arrived, before any simulated latency.
+	sentInPause := method == methodSendMessage && e.limiter.pausedAt(e.now().UnixNano())
+	if sentInPause {
+		e.stats.SentInAnyPause++
+	}
 	e.mu.Unlock()
 
 	if !sleep(r.Context(), e.closed, e.latency()) {

@@ -198,6 +198,10 @@ func ceilSeconds(ns int64) int64 {
 	return max((ns+int64(time.Second)-1)/int64(time.Second), 1)
 }
 
+// pausedAt reports whether an announced pause of any scope is in force at
+// now.
+func (l *limiter) pausedAt(now int64) bool { return now < l.anyUntil }
+
 // admit decides one sendMessage request at now. The order is:
 //
 //  1. A request inside an announced pause of its bot (or paid) scope or its

@@ -1,10 +1,14 @@
 package emulator_test
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 )
 
@@ -276,5 +280,50 @@ func TestLimitsValidation(t *testing.T) {
 		if _, err := emulator.New(emulator.Config{Token: token, Limits: l}); err == nil {
 			t.Errorf("New with %+v succeeded, want an error", l)
 		}
+	}
+}
+
+// SentInAnyPause judges a request on arrival: one already on its way when
+// another request's 429 announced a pause (it waited out the latency) is not
+// counted; one sent after the announcement is.
+func TestSentInAnyPauseJudgedOnArrival(t *testing.T) {
+	emu, err := emulator.New(emulator.Config{Token: "1:t", Latency: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Close()
+	srv := httptest.NewServer(emu)
+	defer srv.Close()
+	if err := emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 5}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(chat int) <-chan int {
+		done := make(chan int, 1)
+		go func() {
+			resp, err := http.Post(srv.URL+"/bot1:t/sendMessage", "application/json", strings.NewReader(fmt.Sprintf(`{"chat_id":%d,"text":"x"}`, chat)))
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		return done
+	}
+	first := send(1)
+	// The second request leaves while the first is still in the emulator's
+	// latency, i.e. before the pause is announced.
+	natstest.WaitFor(t, 5*time.Second, func() bool { return emu.Stats().Requests >= 1 }, "first request received")
+	second := send(2)
+	if c := <-first; c != http.StatusTooManyRequests {
+		t.Fatalf("first request = %d, want 429", c)
+	}
+	<-second
+	if s := emu.Stats(); s.SentInAnyPause != 0 || s.InAnyPause != 1 {
+		t.Fatalf("SentInAnyPause %d, InAnyPause %d; want 0 (sent before the announcement) and 1", s.SentInAnyPause, s.InAnyPause)
+	}
+	<-send(3) // sent after the 429 was answered
+	if s := emu.Stats(); s.SentInAnyPause != 1 {
+		t.Fatalf("SentInAnyPause %d after a request sent inside the pause, want 1", s.SentInAnyPause)
 	}
 }

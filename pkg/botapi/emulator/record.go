@@ -51,10 +51,18 @@ type Stats struct {
 	// InPause counts sendMessage requests made inside an announced pause of
 	// their own scope; each was punished with a longer pause.
 	InPause int64 `json:"in_pause"`
-	// InAnyPause counts sendMessage requests made inside an announced pause
-	// of any scope (the bot's, or any chat's). A sender that pauses
-	// everything on any 429 keeps it at zero.
+	// InAnyPause counts sendMessage requests decided inside an announced
+	// pause of any scope (the bot's, or any chat's), after the simulated
+	// latency. A sender that pauses everything on any 429 keeps it at zero
+	// when it has one request in flight at a time; requests already in
+	// flight when a 429 is answered can land here.
 	InAnyPause int64 `json:"in_any_pause"`
+	// SentInAnyPause counts sendMessage requests that arrived while an
+	// announced pause of any scope was in force, judged on arrival, before
+	// any simulated latency: requests sent after the sender could have
+	// known of the pause. It is the figure a pausing sender keeps at zero
+	// whatever its concurrency.
+	SentInAnyPause int64 `json:"sent_in_any_pause"`
 	// Delivered counts delivered messages, including those whose answer
 	// was dropped.
 	Delivered int64 `json:"delivered"`
