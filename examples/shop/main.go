@@ -120,9 +120,10 @@ func runMain(args []string) error {
 		_ = srv.Shutdown(sctx)
 	})
 	err = g.Run()
-	var sig run.SignalError
-	if errors.As(err, &sig) {
-		log.Info("shop stopped", "signal", sig.Signal.String())
+	// errors.Is, not errors.As: run.SignalError's As reports a match
+	// without filling the target, so its Signal would be nil.
+	if errors.Is(err, run.ErrSignal) {
+		log.Info("shop stopped", "reason", err.Error())
 		return nil
 	}
 	return err
