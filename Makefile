@@ -13,6 +13,8 @@ LDFLAGS     := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 25m
 
 DAEMONS := publisher telegram-worker botapi-emulator shop
+# Extra flags of `make demo`, e.g. DEMO_FLAGS="-orders 1000 -keep"; `bin/demo -h` lists them.
+DEMO_FLAGS  ?=
 
 .DEFAULT_GOAL := help
 
@@ -23,7 +25,7 @@ help: ## Show this help.
 .PHONY: build
 build: tools ## Build every binary into ./bin (daemons, shop, emulator, nats-server, nats CLI).
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/... ./examples/shop
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/... ./examples/shop ./examples/demo
 
 .PHONY: tools
 tools: $(BIN)/nats-server $(BIN)/nats ## Build the pinned nats-server and nats CLI into ./bin.
@@ -40,6 +42,10 @@ $(BIN)/nats:
 test: build ## Vet and run the whole test suite with the race detector (the README's test command).
 	$(GO) vet $(PKGS)
 	TGNOTIFY_BIN=$(BIN) $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+
+.PHONY: demo
+demo: build ## Run the whole system on this machine: a burst of orders, live progress, a report (DEMO_FLAGS="-orders 1000").
+	$(BIN)/demo $(DEMO_FLAGS)
 
 .PHONY: lint
 lint: ## gofmt check, go vet and staticcheck.

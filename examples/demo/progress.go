@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
+)
+
+// telegramBotLimit is Telegram's bot-wide limit the worker keeps to, in
+// messages per second, shown next to the measured rate.
+const telegramBotLimit = 30
+
+// sample is the system's state at one moment, read from the daemons' own
+// endpoints.
+type sample struct {
+	at          time.Time
+	placed      int64   // orders created (201 answers)
+	backlog     float64 // outbox rows not yet in JetStream; -1 unknown
+	delivered   int64   // messages Telegram (the emulator) accepted; the worker's count with the real Telegram
+	dead        int64   // dead letters written by the worker
+	rateLimited int64   // 429 answers
+	breaker     string
+	errs        []string // endpoints that did not answer
+}
+
+// sampler reads samples.
+type sampler struct {
+	stack  *stack
+	placer *placer
+	client *http.Client
+}
+
+func (s *sampler) take(ctx context.Context) sample {
+	smp := sample{at: time.Now(), backlog: -1, placed: s.placer.created.Load()}
+	var ws delivery.Stats
+	if err := getJSON(ctx, s.client, s.stack.workerURL+"/stats", &ws); err != nil {
+		smp.errs = append(smp.errs, "worker: "+err.Error())
+	}
+	smp.delivered, smp.dead, smp.rateLimited, smp.breaker = ws.Sent, ws.DeadLetters, ws.RateLimited, ws.CircuitBreaker
+	if s.stack.emulatorURL != "" {
+		var es emulator.Stats
+		if err := getJSON(ctx, s.client, s.stack.emulatorURL+"/emulator/stats", &es); err != nil {
+			smp.errs = append(smp.errs, "emulator: "+err.Error())
+		} else {
+			smp.delivered, smp.rateLimited = es.Delivered, es.RateLimited
+		}
+	}
+	if v, err := scrapeGauge(ctx, s.client, s.stack.publisherURL+"/metrics", "tgnotify_publisher_backlog"); err != nil {
+		smp.errs = append(smp.errs, "publisher: "+err.Error())
+	} else {
+		smp.backlog = v
+	}
+	return smp
+}
+
+// getJSON GETs url and decodes its JSON body into v.
+func getJSON(ctx context.Context, c *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("decoding %s: %w", url, err)
+	}
+	return nil
+}
+
+// scrapeGauge reads one unlabelled gauge from a Prometheus text endpoint.
+func scrapeGauge(ctx context.Context, c *http.Client, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := tp.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, fmt.Errorf("parsing %s: %w", url, err)
+	}
+	mf, ok := families[name]
+	if !ok || len(mf.GetMetric()) == 0 || mf.GetMetric()[0].GetGauge() == nil {
+		return 0, fmt.Errorf("%s has no gauge %s", url, name)
+	}
+	return mf.GetMetric()[0].GetGauge().GetValue(), nil
+}
+
+// display writes the progress: one line rewritten in place on a terminal, a
+// line per sample otherwise, or nothing.
+type display struct {
+	w     io.Writer
+	mode  string // tty, lines or off
+	start time.Time
+	total int
+	wrote bool
+}
+
+func newDisplay(w io.Writer, mode string, total int) *display {
+	if mode == "auto" {
+		mode = "lines"
+		if f, ok := w.(*os.File); ok && isTerminal(f) && os.Getenv("TERM") != "dumb" {
+			mode = "tty"
+		}
+	}
+	return &display{w: w, mode: mode, start: time.Now(), total: total}
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// show prints cur, with the send rate measured since prev.
+func (d *display) show(prev, cur sample) {
+	if d.mode == "off" {
+		return
+	}
+	rate := 0.0
+	if dt := cur.at.Sub(prev.at).Seconds(); dt > 0 && !prev.at.IsZero() {
+		rate = float64(cur.delivered-prev.delivered) / dt
+	}
+	pending := max(0, cur.placed-cur.delivered-cur.dead)
+	backlog := "?"
+	if cur.backlog >= 0 {
+		backlog = fmt.Sprintf("%.0f", cur.backlog)
+	}
+	breaker := cur.breaker
+	if breaker == "" {
+		breaker = "?"
+	}
+	line := fmt.Sprintf("%6.1fs  orders %d/%d  outbox %s  delivered %d  pending %d  dead %d  rate %4.1f/s (limit %d/s) %s  429s %d  breaker %s",
+		cur.at.Sub(d.start).Seconds(), cur.placed, d.total, backlog, cur.delivered, pending, cur.dead,
+		rate, telegramBotLimit, bar(rate, telegramBotLimit), cur.rateLimited, breaker)
+	if len(cur.errs) > 0 {
+		line += "  (" + strings.Join(cur.errs, "; ") + ")"
+	}
+	if d.mode == "tty" {
+		fmt.Fprint(d.w, "\r\033[2K"+line)
+		d.wrote = true
+		return
+	}
+	fmt.Fprintln(d.w, line)
+}
+
+// done ends the rewritten line.
+func (d *display) done() {
+	if d.wrote {
+		fmt.Fprintln(d.w)
+		d.wrote = false
+	}
+}
+
+// bar draws rate against limit in ten cells.
+func bar(rate, limit float64) string {
+	n := min(10, max(0, int(rate/limit*10+0.5)))
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", 10-n) + "]"
+}
