@@ -171,7 +171,4 @@ func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
 }
 
 // SignalStopped reports whether the group ended because of a signal.
-func SignalStopped(err error) bool {
-	var sig run.SignalError
-	return errors.As(err, &sig)
-}
+func SignalStopped(err error) bool { return errors.Is(err, run.ErrSignal) }
