@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -115,19 +116,26 @@ func scrapeGauge(ctx context.Context, c *http.Client, url, name string) (float64
 type display struct {
 	w     io.Writer
 	mode  string // tty, lines or off
+	width func() int
 	start time.Time
 	total int
 	wrote bool
 }
 
 func newDisplay(w io.Writer, mode string, total int) *display {
+	f, isFile := w.(*os.File)
 	if mode == "auto" {
 		mode = "lines"
-		if f, ok := w.(*os.File); ok && isTerminal(f) && os.Getenv("TERM") != "dumb" {
+		if isFile && isTerminal(f) && os.Getenv("TERM") != "dumb" {
 			mode = "tty"
 		}
 	}
-	return &display{w: w, mode: mode, start: time.Now(), total: total}
+	d := &display{w: w, mode: mode, start: time.Now(), total: total, width: func() int { return 0 }}
+	if isFile {
+		// Asked at every refresh: the terminal may be resized.
+		d.width = func() int { return terminalWidth(f) }
+	}
+	return d
 }
 
 // isTerminal reports whether f is a character device (a terminal).
@@ -145,6 +153,10 @@ func (d *display) show(prev, cur sample) {
 	if dt := cur.at.Sub(prev.at).Seconds(); dt > 0 && !prev.at.IsZero() {
 		rate = float64(cur.delivered-prev.delivered) / dt
 	}
+	rateText := fmt.Sprintf("%4.1f/s", rate)
+	if prev.at.IsZero() {
+		rateText = "   -/s"
+	}
 	pending := max(0, cur.placed-cur.delivered-cur.dead)
 	backlog := "?"
 	if cur.backlog >= 0 {
@@ -154,13 +166,18 @@ func (d *display) show(prev, cur sample) {
 	if breaker == "" {
 		breaker = "?"
 	}
-	line := fmt.Sprintf("%6.1fs  orders %d/%d  outbox %s  delivered %d  pending %d  dead %d  rate %4.1f/s (limit %d/s) %s  429s %d  breaker %s",
+	line := fmt.Sprintf("%5.0fs  orders %d/%d  outbox %s  delivered %d  pending %d  dead %d  rate %s of %d/s %s  429s %d  breaker %s",
 		cur.at.Sub(d.start).Seconds(), cur.placed, d.total, backlog, cur.delivered, pending, cur.dead,
-		rate, telegramBotLimit, bar(rate, telegramBotLimit), cur.rateLimited, breaker)
+		rateText, telegramBotLimit, bar(rate, telegramBotLimit), cur.rateLimited, breaker)
 	if len(cur.errs) > 0 {
 		line += "  (" + strings.Join(cur.errs, "; ") + ")"
 	}
 	if d.mode == "tty" {
+		// One line, rewritten: cut to the terminal's width, or a wrapped
+		// line would leave its first part behind at every refresh.
+		if w := d.width(); w > 1 && utf8.RuneCountInString(line) >= w {
+			line = string([]rune(line)[:w-2]) + "…"
+		}
 		fmt.Fprint(d.w, "\r\033[2K"+line)
 		d.wrote = true
 		return
