@@ -37,7 +37,7 @@ set -eu
 
 STREAM=${DEAD_STREAM:-NOTIFY_DEAD}
 if [ -z "${NATS_CLI:-}" ]; then
-	here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+	here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 	if [ -x "$here/../bin/nats" ]; then
 		NATS_CLI="$here/../bin/nats"
 	else
@@ -92,7 +92,9 @@ bounds() {
 		die "reading stream $STREAM: $(cat "$tmp/err")"
 	first=$(sed -n 's/^ *"first_seq": \([0-9]*\),\{0,1\}$/\1/p' "$tmp/info.json" | head -n 1)
 	last=$(sed -n 's/^ *"last_seq": \([0-9]*\),\{0,1\}$/\1/p' "$tmp/info.json" | head -n 1)
-	[ -n "$first" ] && [ -n "$last" ] || die "cannot read the sequence range of $STREAM"
+	if [ -z "$first" ] || [ -z "$last" ]; then
+		die "cannot read the sequence range of $STREAM"
+	fi
 	echo "$first $last"
 }
 
@@ -205,11 +207,11 @@ replay)
 	[ "$failed" -eq 0 ]
 	;;
 replay-reason)
-	[ $# -eq 1 ] && [ -n "$1" ] || usage
+	if [ $# -ne 1 ] || [ -z "$1" ]; then usage; fi
 	scan "$1" replay_one
 	;;
 purge-reason)
-	[ $# -eq 1 ] && [ -n "$1" ] || usage
+	if [ $# -ne 1 ] || [ -z "$1" ]; then usage; fi
 	scan "$1" purge_one
 	;;
 -h | --help | help)
