@@ -1,0 +1,21 @@
+package publisher
+
+import "errors"
+
+// ErrStandby is returned by [Publisher.Ready] while another process holds
+// the database's lock and this publisher waits as a hot standby.
+var ErrStandby = errors.New("publisher is a standby: another publisher holds the outbox lock")
+
+// ErrNATSUnavailable is returned by [Publisher.Ready] while the NATS
+// connection is down.
+var ErrNATSUnavailable = errors.New("NATS is unavailable")
+
+// ErrRunning is returned by [Publisher.Run] when it is already running.
+var ErrRunning = errors.New("publisher is already running")
+
+// errConnectionLost stops a round when the NATS connection drops.
+var errConnectionLost = errors.New("NATS connection lost")
+
+// errShutdownTimeout fails the PubAcks still missing when the shutdown bound
+// passes.
+var errShutdownTimeout = errors.New("shutdown timeout passed before the PubAck arrived")

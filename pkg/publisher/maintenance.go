@@ -1,0 +1,101 @@
+package publisher
+
+import (
+	"context"
+	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/outbox"
+)
+
+// maintain runs the leader's periodic chores until ctx ends: refreshing the
+// backlog metrics (every BacklogInterval, less often while counting is
+// expensive), purging old published rows and checkpointing the WAL.
+// Each chore's failure is logged and retried at its next tick; none stops
+// the drain loop.
+func (p *Publisher) maintain(ctx context.Context) {
+	backlog := time.NewTimer(p.refreshBacklog(ctx))
+	defer backlog.Stop()
+	purge := time.NewTicker(p.opts.PurgeInterval)
+	defer purge.Stop()
+	checkpoint := time.NewTicker(p.opts.CheckpointInterval)
+	defer checkpoint.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-backlog.C:
+			backlog.Reset(p.refreshBacklog(ctx))
+		case <-purge.C:
+			p.purge(ctx)
+		case <-checkpoint.C:
+			p.checkpoint(ctx)
+		}
+	}
+}
+
+// backlogCostShare bounds the time spent counting the backlog: the next
+// refresh waits at least this many times as long as the last count took.
+// Counting walks every pending row (the outbox has no pending index, to keep
+// enqueues cheap), so with a million rows waiting a count takes a noticeable
+// fraction of a second; the metric then refreshes less often instead of
+// slowing the drain that is reducing it.
+const backlogCostShare = 50
+
+// refreshBacklog updates the backlog and oldest-pending-age metrics and
+// returns when to refresh them next.
+func (p *Publisher) refreshBacklog(ctx context.Context) time.Duration {
+	start := time.Now()
+	b, err := p.reader.Backlog(ctx)
+	next := max(p.opts.BacklogInterval, backlogCostShare*time.Since(start))
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("refreshing backlog metrics", "err", err)
+		}
+		return next
+	}
+	p.metrics.backlog.Set(float64(b.Pending))
+	if b.Oldest.IsZero() {
+		p.metrics.oldestNanos.Store(0)
+	} else {
+		p.metrics.oldestNanos.Store(b.Oldest.UnixNano())
+	}
+	return next
+}
+
+// purge deletes rows published more than PurgeRetention ago, PurgeChunk rows
+// per transaction so the application's writers never wait long.
+func (p *Publisher) purge(ctx context.Context) {
+	n, err := p.reader.Purge(ctx, p.opts.Now().Add(-p.opts.PurgeRetention), p.opts.PurgeChunk)
+	p.metrics.purged.Add(float64(n))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		p.log.Warn("purging published rows", "err", err, "deleted", n)
+	case n > 0:
+		p.log.Debug("purged published rows", "deleted", n, "retention", p.opts.PurgeRetention)
+	}
+}
+
+// checkpoint copies the WAL into the database and truncates the -wal file.
+// A TRUNCATE checkpoint waits for readers (and holds off new writers while
+// it waits), so it runs on a handle whose busy timeout is short; when readers
+// are in the way it falls back to a PASSIVE checkpoint, which never waits,
+// and the next tick tries TRUNCATE again.
+func (p *Publisher) checkpoint(ctx context.Context) {
+	res, err := p.checkpointer.Checkpoint(ctx, "TRUNCATE")
+	if err == nil && !res.Busy {
+		return
+	}
+	if err != nil && !outbox.IsBusy(err) {
+		if ctx.Err() == nil {
+			p.log.Warn("checkpointing the WAL", "mode", "TRUNCATE", "err", err)
+		}
+		return
+	}
+	res, err = p.checkpointer.Checkpoint(ctx, "PASSIVE")
+	switch {
+	case err != nil && ctx.Err() == nil:
+		p.log.Warn("checkpointing the WAL", "mode", "PASSIVE", "err", err)
+	case err == nil:
+		p.log.Debug("WAL checkpoint was busy; checkpointed passively", "frames", res.LogFrames, "checkpointed", res.Checkpointed)
+	}
+}

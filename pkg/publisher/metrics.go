@@ -1,0 +1,89 @@
+package publisher
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metricsNamespace and metricsSubsystem make every metric name start with
+// tgnotify_publisher_.
+const (
+	metricsNamespace = "tgnotify"
+	metricsSubsystem = "publisher"
+)
+
+// metrics are the publisher's Prometheus metrics.
+type metrics struct {
+	backlog       prometheus.Gauge
+	oldestAge     prometheus.GaugeFunc
+	published     prometheus.Counter
+	duplicates    prometheus.Counter
+	publishErrors prometheus.Counter
+	reordered     prometheus.Counter
+	purged        prometheus.Counter
+	latency       prometheus.Histogram
+	batchSize     prometheus.Histogram
+	leader        prometheus.Gauge
+
+	// oldestNanos is the creation time of the oldest pending row at the
+	// last backlog refresh, 0 when nothing was pending.
+	oldestNanos atomic.Int64
+}
+
+func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, error) {
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
+	}
+	m := &metrics{
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts(opts("backlog",
+			"Rows pending in the outbox at the last refresh."))),
+		published: prometheus.NewCounter(prometheus.CounterOpts(opts("published_total",
+			"Rows acknowledged by JetStream and marked published (duplicates included)."))),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts(opts("duplicates_total",
+			"PubAcks that reported a duplicate: the stream already held the message id, for example after a crash between PubAck and marking."))),
+		publishErrors: prometheus.NewCounter(prometheus.CounterOpts(opts("publish_errors_total",
+			"Publishes that failed (error, missing PubAck or lost connection); their rows stay pending and are retried."))),
+		reordered: prometheus.NewCounter(prometheus.CounterOpts(opts("reordered_total",
+			"Rows stored in the stream after a later row of the same chat (see docs/PUBLISHER.md, residual ordering risk)."))),
+		purged: prometheus.NewCounter(prometheus.CounterOpts(opts("purged_total",
+			"Published rows deleted from the outbox after the retention."))),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "commit_to_ack_seconds",
+			Help:    "Time from a row's creation (its enqueue) to its PubAck.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "batch_size",
+			Help:    "Rows per batch read from the outbox.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts(opts("is_leader",
+			"1 while this process holds the outbox lock and drains, 0 while it is a standby."))),
+	}
+	m.oldestAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("oldest_pending_age_seconds",
+		"Age of the oldest pending row at the last backlog refresh; 0 when none is pending.")),
+		func() float64 {
+			n := m.oldestNanos.Load()
+			if n == 0 {
+				return 0
+			}
+			return max(0, now().Sub(time.Unix(0, n)).Seconds())
+		})
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.backlog, m.oldestAge, m.published, m.duplicates,
+		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize, m.leader} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,289 @@
+package publisher
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/outbox"
+)
+
+// Publisher drains one outbox database into JetStream. Create it with
+// [Open], drive it with [Publisher.Run], and [Publisher.Close] it after Run
+// has returned.
+type Publisher struct {
+	opts    Options
+	log     *slog.Logger
+	path    string
+	db      *sql.DB
+	reader  *outbox.Reader
+	nc      *nats.Conn
+	js      natsjs.JetStream
+	acks    *ackRouter
+	lock    *leaderLock
+	metrics *metrics
+
+	// checkpointDB is a one-connection handle with a short busy timeout,
+	// used only for WAL checkpoints; checkpointer reads through it.
+	checkpointDB *sql.DB
+	checkpointer *outbox.Reader
+
+	running atomic.Bool
+	leader  atomic.Bool
+
+	// atRisk holds rows whose publish failed while a later row of the same
+	// chat was stored: if such a row is then stored (not a duplicate), the
+	// chat's order was broken. Only the ack stage of the running round
+	// touches it.
+	atRisk map[int64]struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the outbox database at path (creating it and applying the
+// schema if needed, see [outbox.Open]) and returns a publisher that drains it
+// into JetStream over nc. The connection belongs to the caller, who closes it
+// after Close.
+func Open(ctx context.Context, path string, nc *nats.Conn, opts Options) (*Publisher, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("publisher options: %w", err)
+	}
+	if nc == nil {
+		return nil, errors.New("opening publisher: NATS connection is nil")
+	}
+	opts = opts.withDefaults()
+	m, err := newMetrics(opts.Registerer, opts.Now)
+	if err != nil {
+		return nil, fmt.Errorf("registering publisher metrics: %w", err)
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream context: %w", err)
+	}
+	acks, err := newAckRouter(nc)
+	if err != nil {
+		return nil, err
+	}
+	db, err := outbox.Open(ctx, path, opts.DB)
+	if err != nil {
+		acks.close()
+		return nil, err
+	}
+	cpOpts := opts.DB
+	cpOpts.BusyTimeout = checkpointBusyTimeout
+	cpOpts.MaxOpenConns = 1
+	cpDB, err := sql.Open("sqlite", outbox.DSN(path, cpOpts))
+	if err != nil {
+		acks.close()
+		db.Close()
+		return nil, fmt.Errorf("opening checkpoint handle on %s: %w", path, err)
+	}
+	cpDB.SetMaxOpenConns(1)
+	return &Publisher{
+		opts:         opts,
+		log:          opts.Logger.With("component", "publisher"),
+		path:         path,
+		db:           db,
+		reader:       outbox.NewReader(db),
+		nc:           nc,
+		js:           js,
+		acks:         acks,
+		lock:         newLeaderLock(LockPath(path), opts.LockPollInterval),
+		metrics:      m,
+		checkpointDB: cpDB,
+		checkpointer: outbox.NewReader(cpDB),
+		atRisk:       make(map[int64]struct{}),
+	}, nil
+}
+
+// Close closes the database handles and the PubAck subscription. Call it after Run has returned; it is
+// safe to call more than once.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() {
+		p.closeErr = errors.Join(p.acks.close(), p.db.Close(), p.checkpointDB.Close())
+	})
+	return p.closeErr
+}
+
+// IsLeader reports whether this publisher holds the outbox lock.
+func (p *Publisher) IsLeader() bool { return p.leader.Load() }
+
+// Ready reports whether the publisher can do its job: it returns
+// [ErrStandby] while another process holds the lock (or Run has not taken
+// it yet), [ErrNATSUnavailable] while the NATS connection is down, and an
+// error while the database does not answer.
+func (p *Publisher) Ready(ctx context.Context) error {
+	if !p.leader.Load() {
+		return ErrStandby
+	}
+	if !p.nc.IsConnected() {
+		return fmt.Errorf("%w: connection is %s", ErrNATSUnavailable, p.nc.Status())
+	}
+	return p.reader.Ping(ctx)
+}
+
+// Run drains the outbox until ctx is cancelled. It first waits, as a hot
+// standby, until it holds the lock next to the database; then it provisions
+// the streams and publishes pending rows, retrying every failure with a
+// capped, jittered backoff. Once ctx is cancelled it stops reading, waits up
+// to ShutdownTimeout for in-flight PubAcks, marks the acknowledged rows and
+// returns nil.
+//
+// Run returns an error only for what retrying cannot fix: a conflicting
+// existing stream ([jetstream.ErrStreamConflict]), or an error from the
+// AfterAck hook. It is meant for an oklog/run actor: execute Run(ctx),
+// interrupt by cancelling ctx.
+func (p *Publisher) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.running.Store(false)
+
+	p.log.Info("waiting for the outbox lock (standby)", "lock", LockPath(p.path))
+	if err := p.lock.acquire(ctx, func(err error) { p.log.Warn("taking the outbox lock", "err", err) }); err != nil {
+		return nil // cancelled while standby
+	}
+	defer func() {
+		if err := p.lock.release(); err != nil {
+			p.log.Warn("releasing the outbox lock", "err", err)
+		}
+	}()
+	p.leader.Store(true)
+	p.metrics.leader.Set(1)
+	defer func() {
+		p.leader.Store(false)
+		p.metrics.leader.Set(0)
+	}()
+	p.log.Info("took the outbox lock; draining", "db", p.path)
+
+	mctx, stopMaintenance := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { p.maintain(mctx) })
+	defer func() {
+		stopMaintenance()
+		wg.Wait()
+	}()
+
+	return p.drain(ctx)
+}
+
+// drain runs pipeline rounds until ctx ends or an unrecoverable error.
+func (p *Publisher) drain(ctx context.Context) error {
+	bo := &backoff.ExponentialBackOff{
+		InitialInterval:     p.opts.RetryInitial,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         p.opts.RetryMax,
+	}
+	bo.Reset()
+	var (
+		cursor      int64
+		watcher     *outbox.CommitWatcher
+		provisioned bool
+		failures    int
+		failedSince time.Time
+	)
+	defer func() {
+		if watcher != nil {
+			watcher.Close()
+		}
+	}()
+	// fail logs the first failure of a streak at WARN and the following
+	// ones at DEBUG, then waits out the backoff.
+	fail := func(what string, err error) {
+		if failures == 0 {
+			failedSince = time.Now()
+			p.log.Warn(what+"; retrying with backoff", "err", err)
+		} else {
+			p.log.Debug(what+"; retrying with backoff", "err", err, "failures", failures+1)
+		}
+		failures++
+		t := time.NewTimer(bo.NextBackOff())
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	recovered := func() {
+		if failures > 0 {
+			p.log.Info("publishing recovered", "failures", failures, "after", time.Since(failedSince).Round(time.Millisecond))
+			failures = 0
+		}
+		bo.Reset()
+	}
+
+	for ctx.Err() == nil {
+		if !p.nc.IsConnected() {
+			p.waitConnected(ctx, bo.NextBackOff())
+			continue
+		}
+		if !provisioned {
+			if err := jetstream.ProvisionStreams(ctx, p.js, p.opts.Streams); err != nil {
+				if errors.Is(err, jetstream.ErrStreamConflict) {
+					p.log.Error("cannot provision streams", "err", err)
+					return err
+				}
+				fail("provisioning streams", err)
+				continue
+			}
+			provisioned = true
+		}
+		if watcher == nil {
+			w, err := outbox.NewCommitWatcher(ctx, p.db)
+			if err != nil {
+				fail("opening the commit watcher", err)
+				continue
+			}
+			watcher = w
+		}
+		res := p.round(ctx, watcher, cursor)
+		cursor = res.cursor
+		if res.fatal != nil {
+			return res.fatal
+		}
+		if res.marked > 0 {
+			recovered()
+		}
+		if res.err == nil {
+			continue // clean stop: ctx is done
+		}
+		if res.watcherBroken {
+			watcher.Close()
+			watcher = nil
+		}
+		if errors.Is(res.err, natsjs.ErrNoStreamResponse) {
+			provisioned = false // the stream may have been deleted
+		}
+		fail("publishing stopped", res.err)
+	}
+	return nil
+}
+
+// waitConnected waits until the NATS connection is up, ctx ends, or d
+// passes.
+func (p *Publisher) waitConnected(ctx context.Context, d time.Duration) {
+	ch := p.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	defer p.nc.RemoveStatusListener(ch)
+	if p.nc.IsConnected() {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-ch:
+	case <-t.C:
+	}
+}
