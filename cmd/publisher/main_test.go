@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/publisher"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPrecedenceFlagOverEnvOverFile(t *testing.T) {
+	cfg := writeFile(t, "p.yaml", "db: /file.db\nbatch-size: 100\nmax-in-flight: 1000\npoll-interval: 5ms\nlog-level: debug\n")
+	t.Setenv("PUBLISHER_MAX_IN_FLIGHT", "2000")
+	t.Setenv("PUBLISHER_POLL_INTERVAL", "6ms")
+	s, err := parse([]string{"-config", cfg, "-poll-interval", "7ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.dbPath != "/file.db" || s.pub.BatchSize != 100 || s.pub.MaxInFlight != 2000 || s.pub.PollInterval != 7*time.Millisecond || s.log.Level != "debug" {
+		t.Fatalf("db %q, batch-size %d (file), max-in-flight %d (env), poll-interval %v (flag), log-level %s; want /file.db, 100, 2000, 7ms, debug",
+			s.dbPath, s.pub.BatchSize, s.pub.MaxInFlight, s.pub.PollInterval, s.log.Level)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	s, err := parse([]string{"-db", "x.db"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.httpAddr != "127.0.0.1:9101" || s.pub.BatchSize != publisher.DefaultBatchSize ||
+		s.pub.Streams.Duplicates != jetstream.DefaultDuplicates || s.nats.ServerURLs() != jetstream.DefaultURL {
+		t.Fatalf("unexpected defaults: %+v", s)
+	}
+}
+
+func TestShippedConfigFileParses(t *testing.T) {
+	cfg, err := filepath.Abs("../../configs/publisher.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := parse([]string{"-config", cfg, "-db", "x.db"}, io.Discard)
+	if err != nil {
+		t.Fatalf("configs/publisher.yaml: %v", err)
+	}
+	def, err := parse([]string{"-db", "x.db"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", s.pub) != fmt.Sprintf("%+v", def.pub) || s.httpAddr != def.httpAddr || s.log != def.log {
+		t.Fatalf("configs/publisher.yaml does not state the defaults:\n file %+v\n flags %+v", s.pub, def.pub)
+	}
+}
+
+func TestBadConfigurationNamesTheSetting(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		file string
+		want string
+	}{
+		{"no database", nil, "", "-db"},
+		{"negative batch", []string{"-db", "x", "-batch-size", "-1"}, "", "-batch-size"},
+		{"not a duration", []string{"-db", "x", "-poll-interval", "often"}, "", "poll-interval"},
+		{"in flight below batch", []string{"-db", "x", "-batch-size", "100", "-max-in-flight", "10"}, "", "-max-in-flight"},
+		{"retry max below initial", []string{"-db", "x", "-retry-initial", "1m", "-retry-max", "1s"}, "", "-retry-max"},
+		{"max age below window", []string{"-db", "x", "-max-age", "1m"}, "", "-max-age"},
+		{"dead max age", []string{"-db", "x", "-dead-max-age", "-1h"}, "", "-dead-max-age"},
+		{"too many replicas", []string{"-db", "x", "-replicas", "9"}, "", "-replicas"},
+		{"busy timeout", []string{"-db", "x", "-db-busy-timeout", "0s"}, "", "-db-busy-timeout"},
+		{"password without user", []string{"-db", "x", "-nats-password", "pw"}, "", "-nats-password"},
+		{"unknown key in file", nil, "db: x\nturbo: true\n", "turbo"},
+		{"bad value in file", nil, "db: x\nbatch-size: lots\n", "batch-size"},
+		{"bad value in env", nil, "", "PUBLISHER_PURGE_CHUNK"},
+		{"missing file", []string{"-config", "/nonexistent/publisher.yaml"}, "", "publisher.yaml"},
+		{"extra argument", []string{"-db", "x", "now"}, "", "unexpected arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"-config", writeFile(t, "p.yaml", tc.file)}, args...)
+			}
+			if tc.want == "PUBLISHER_PURGE_CHUNK" {
+				t.Setenv("PUBLISHER_PURGE_CHUNK", "several")
+				args = []string{"-db", "x"}
+			}
+			_, err := parse(args, io.Discard)
+			var u daemon.UsageError
+			if !errors.As(err, &u) || daemon.ExitCode(err) != 2 {
+				t.Fatalf("parse(%v) = %v, want a usage error (exit 2)", args, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	var out strings.Builder
+	if err := runMain(context.Background(), []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) || daemon.ExitCode(err) != 0 {
+		t.Fatalf("-h returned %v", err)
+	}
+	for _, name := range []string{"-db", "-nats", "-nats-creds", "-http", "-batch-size", "-purge-retention", "-duplicate-window", "PUBLISHER_"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("-h does not document %s", name)
+		}
+	}
+	out.Reset()
+	if err := runMain(context.Background(), []string{"-version"}, &out); err != nil || strings.TrimSpace(out.String()) != version {
+		t.Fatalf("-version printed %q, %v", out.String(), err)
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func enqueue(t *testing.T, db *sql.DB, from, to int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := from; i < to; i++ {
+		n := outbox.Notification{Key: fmt.Sprintf("order:%05d", i), ChatID: int64(100 + i%7), Text: fmt.Sprintf("order %d shipped", i)}
+		if _, err := outbox.Enqueue(ctx, tx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func streamMsgs(js natsjs.JetStream) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, jetstream.StreamNotify)
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0
+	}
+	return info.State.Msgs
+}
+
+func httpStatus(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestRunMainDrainsAndStops runs the daemon in-process: it provisions the
+// streams, drains rows, serves its endpoints and returns nil when stopped.
+func TestRunMainDrainsAndStops(t *testing.T) {
+	srv := natstest.Start(t)
+	dbPath := filepath.Join(t.TempDir(), "app.db")
+	app, err := outbox.Open(context.Background(), dbPath, outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	enqueue(t, app, 0, 500)
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runMain(ctx, []string{"-db", dbPath, "-nats", srv.URL(), "-http", addr, "-log-format", "json"}, &logs)
+	}()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := natsjs.New(nc)
+	natstest.WaitFor(t, 20*time.Second, func() bool { return streamMsgs(js) == 500 }, "500 messages in NOTIFY")
+	natstest.WaitFor(t, 10*time.Second, func() bool { code, _ := httpStatus("http://" + addr + "/readyz"); return code == 200 }, "/readyz 200")
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		code, body := httpStatus("http://" + addr + "/metrics")
+		return code == 200 && strings.Contains(body, "tgnotify_publisher_published_total 500")
+	}, "/metrics to report 500 rows published")
+	if code, _ := httpStatus("http://" + addr + "/healthz"); code != 200 {
+		t.Errorf("/healthz: %d", code)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("runMain returned %v after stop, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("runMain did not return after stop")
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
