@@ -1,0 +1,478 @@
+// Package deploy_test checks the deployment files in configs/: the Prometheus
+// alert rules (format, and every metric they use exists in the code), the
+// systemd units, and the nats-server configuration.
+package deploy_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v2"
+
+	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/publisher"
+)
+
+const (
+	alertsPath  = "../../configs/prometheus/alerts.yml"
+	scrapePath  = "../../configs/prometheus/scrape.yml"
+	runbookPath = "../../docs/RUNBOOK.md"
+	natsConf    = "../../configs/nats-server.conf"
+	systemdDir  = "../../configs/systemd"
+)
+
+// ruleFile mirrors Prometheus' rule file format (rulefmt.RuleGroups). It is
+// decoded strictly: an unknown or misspelt key fails the test, as it fails
+// `promtool check rules`.
+type ruleFile struct {
+	Groups []struct {
+		Name     string `yaml:"name"`
+		Interval string `yaml:"interval,omitempty"`
+		Rules    []struct {
+			Alert       string            `yaml:"alert"`
+			Record      string            `yaml:"record,omitempty"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for,omitempty"`
+			Labels      map[string]string `yaml:"labels,omitempty"`
+			Annotations map[string]string `yaml:"annotations,omitempty"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// recorder is a prometheus.Registerer that keeps the names of the metrics
+// registered on it.
+type recorder struct{ names map[string]bool }
+
+var _ prometheus.Registerer = (*recorder)(nil)
+
+// fqName extracts the metric name from a Desc's String.
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (r *recorder) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc, 16)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			r.names[m[1]] = true
+		}
+	}
+	return nil
+}
+
+func (r *recorder) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		_ = r.Register(c)
+	}
+}
+
+func (r *recorder) Unregister(prometheus.Collector) bool { return true }
+
+// codeMetrics returns the names of every metric the worker and the
+// publisher register, read from the real constructors.
+func codeMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	rec := &recorder{names: map[string]bool{}}
+	env := testenv.New(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w := env.StartWorker(testenv.WorkerOptions{})
+	w.Stop(t)
+	if _, err := delivery.New(delivery.Config{}, delivery.Deps{JS: env.JS, Resources: w.Resources, API: env.Client(testenv.Token), Logger: env.Log, Registry: rec}); err != nil {
+		t.Fatalf("creating a worker: %v", err)
+	}
+	p, err := publisher.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), env.NC, publisher.Options{Registerer: rec})
+	if err != nil {
+		t.Fatalf("opening a publisher: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return rec.names
+}
+
+// metricRef finds metric names in an expression.
+var metricRef = regexp.MustCompile(`\btgnotify_[a-z0-9_]+`)
+
+// slug is GitHub's anchor of a markdown heading.
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+func runbookAnchors(t *testing.T) map[string]bool {
+	t.Helper()
+	f, err := os.Open(runbookPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	anchors := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if h, ok := strings.CutPrefix(sc.Text(), "#"); ok {
+			anchors[slug(strings.TrimLeft(h, "#"))] = true
+		}
+	}
+	return anchors
+}
+
+func TestAlertRules(t *testing.T) {
+	b, err := os.ReadFile(alertsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf ruleFile
+	if err := yaml.UnmarshalStrict(b, &rf); err != nil {
+		t.Fatalf("%s: %v", alertsPath, err)
+	}
+	if len(rf.Groups) == 0 {
+		t.Fatalf("%s has no rule groups", alertsPath)
+	}
+	metrics := codeMetrics(t)
+	anchors := runbookAnchors(t)
+	alerts := map[string]bool{}
+	groups := map[string]bool{}
+	for _, g := range rf.Groups {
+		if g.Name == "" || groups[g.Name] {
+			t.Errorf("group name %q is empty or repeated", g.Name)
+		}
+		groups[g.Name] = true
+		if len(g.Rules) == 0 {
+			t.Errorf("group %s has no rules", g.Name)
+		}
+		for _, r := range g.Rules {
+			where := fmt.Sprintf("group %s, alert %q", g.Name, r.Alert)
+			if r.Alert == "" || r.Record != "" {
+				t.Errorf("%s: every rule here is an alert with a name", where)
+			}
+			if !model.LabelName(r.Alert).IsValidLegacy() || !strings.HasPrefix(r.Alert, "Tgnotify") {
+				t.Errorf("%s: alert names are Tgnotify<CamelCase>", where)
+			}
+			if alerts[r.Alert] {
+				t.Errorf("%s: alert name repeated", where)
+			}
+			alerts[r.Alert] = true
+			if strings.TrimSpace(r.Expr) == "" {
+				t.Errorf("%s: empty expr", where)
+			}
+			if err := balanced(r.Expr); err != nil {
+				t.Errorf("%s: expr %q: %v", where, r.Expr, err)
+			}
+			if r.For != "" {
+				if _, err := model.ParseDuration(r.For); err != nil {
+					t.Errorf("%s: for %q: %v", where, r.For, err)
+				}
+			}
+			for _, m := range metricRef.FindAllString(r.Expr, -1) {
+				base := m
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if s, ok := strings.CutSuffix(m, suffix); ok && metrics[s] {
+						base = s
+					}
+				}
+				if !metrics[base] {
+					t.Errorf("%s: metric %s does not exist in the code (known: %v)", where, m, sortedKeys(metrics))
+				}
+			}
+			if sev := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "info"}, sev) {
+				t.Errorf("%s: severity %q, want critical, warning or info", where, sev)
+			}
+			for _, k := range []string{"summary", "description", "runbook"} {
+				if strings.TrimSpace(r.Annotations[k]) == "" {
+					t.Errorf("%s: annotation %s is missing", where, k)
+				}
+			}
+			for k, v := range r.Annotations {
+				if err := templatesClosed(v); err != nil {
+					t.Errorf("%s: annotation %s: %v", where, k, err)
+				}
+			}
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook"], "docs/RUNBOOK.md#")
+			if !ok || !anchors[anchor] {
+				t.Errorf("%s: runbook %q is not a heading of docs/RUNBOOK.md", where, r.Annotations["runbook"])
+			}
+		}
+	}
+	for _, want := range []string{
+		"TgnotifyDeadLettersGrowing", "TgnotifyQueueDepthHigh", "TgnotifyOutboxOldestPending",
+		"TgnotifyBreakerOpen", "TgnotifyTokenRejected", "TgnotifyPublisherLag",
+	} {
+		if !alerts[want] {
+			t.Errorf("alert %s is missing", want)
+		}
+	}
+}
+
+// balanced checks that brackets, braces, parentheses and quotes pair up.
+func balanced(s string) error {
+	var stack []rune
+	pairs := map[rune]rune{')': '(', ']': '[', '}': '{'}
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '"' || r == '\'' || r == '`':
+			quote = r
+		case r == '(' || r == '[' || r == '{':
+			stack = append(stack, r)
+		case pairs[r] != 0:
+			if len(stack) == 0 || stack[len(stack)-1] != pairs[r] {
+				return fmt.Errorf("unbalanced %q", r)
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if quote != 0 || len(stack) > 0 {
+		return fmt.Errorf("unclosed %q", append(stack, quote))
+	}
+	return nil
+}
+
+// templatesClosed checks that every {{ of an annotation template is closed
+// by }} before the next one opens.
+func templatesClosed(s string) error {
+	for {
+		i := strings.Index(s, "{{")
+		if i < 0 {
+			if strings.Contains(s, "}}") {
+				return errors.New("}} without {{")
+			}
+			return nil
+		}
+		if j := strings.Index(s[:i], "}}"); j >= 0 {
+			return errors.New("}} without {{")
+		}
+		j := strings.Index(s[i:], "}}")
+		if j < 0 || strings.Contains(s[i+2:i+j], "{{") {
+			return errors.New("{{ without }}")
+		}
+		s = s[i+j+2:]
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestScrapeConfigMatchesDownAlerts(t *testing.T) {
+	b, err := os.ReadFile(scrapePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			MetricsPath   string `yaml:"metrics_path"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.UnmarshalStrict(b, &sc); err != nil {
+		t.Fatalf("%s: %v", scrapePath, err)
+	}
+	alerts, err := os.ReadFile(alertsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(string(alerts), -1)
+	if len(jobs) == 0 {
+		t.Fatal("no alert selects a scrape job")
+	}
+	for _, j := range jobs {
+		found := false
+		for _, c := range sc.ScrapeConfigs {
+			found = found || c.JobName == j[1]
+		}
+		if !found {
+			t.Errorf("alerts select job %q, which scrape.yml does not define", j[1])
+		}
+	}
+}
+
+// unit is a parsed systemd unit file: section → key → values.
+type unit map[string]map[string][]string
+
+func parseUnit(t *testing.T, path string) unit {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u := unit{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			section = line[1 : len(line)-1]
+			u[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" {
+				t.Fatalf("%s:%d: %q is not KEY=value inside a section", path, n, line)
+			}
+			u[section][k] = append(u[section][k], v)
+		}
+	}
+	return u
+}
+
+func (u unit) get(section, key string) string {
+	vs := u[section][key]
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[len(vs)-1]
+}
+
+func TestSystemdUnits(t *testing.T) {
+	units := map[string]struct {
+		binary, config string
+		token          bool
+	}{
+		"nats-server.service":              {binary: "nats-server", config: "nats-server.conf"},
+		"tgnotify-publisher.service":       {binary: "publisher", config: "publisher.yaml"},
+		"tgnotify-telegram-worker.service": {binary: "telegram-worker", config: "telegram-worker.yaml", token: true},
+	}
+	files, err := filepath.Glob(filepath.Join(systemdDir, "*.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(units) {
+		t.Errorf("configs/systemd holds %d units, want %d", len(files), len(units))
+	}
+	for name, want := range units {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(systemdDir, name)
+			u := parseUnit(t, path)
+			start := u.get("Service", "ExecStart")
+			if !strings.HasPrefix(start, "/usr/local/bin/"+want.binary+" ") {
+				t.Errorf("ExecStart %q does not run /usr/local/bin/%s", start, want.binary)
+			}
+			if !strings.Contains(start, "/etc/tgnotify/"+want.config) {
+				t.Errorf("ExecStart %q does not use /etc/tgnotify/%s", start, want.config)
+			}
+			if _, err := os.Stat(filepath.Join("../../configs", want.config)); err != nil {
+				t.Errorf("the configuration it installs is missing: %v", err)
+			}
+			for key, value := range map[string]string{
+				"Restart": "always", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
+				"PrivateTmp": "yes", "PrivateDevices": "yes", "KillSignal": "SIGTERM",
+			} {
+				if got := u.get("Service", key); got != value {
+					t.Errorf("%s=%q, want %q", key, got, value)
+				}
+			}
+			if u.get("Service", "DynamicUser") != "yes" && u.get("Service", "User") == "" {
+				t.Error("neither DynamicUser=yes nor a service User")
+			}
+			if got := u.get("Service", "CapabilityBoundingSet"); got != "" || len(u["Service"]["CapabilityBoundingSet"]) == 0 {
+				t.Errorf("CapabilityBoundingSet=%q: want it set and empty", got)
+			}
+			if env := u.get("Service", "EnvironmentFile"); want.token && env == "" {
+				t.Error("no EnvironmentFile for the bot token")
+			}
+			if strings.Contains(start, "TELEGRAM_BOT_TOKEN") || strings.Contains(start, "-token ") {
+				t.Error("the token must not be on the command line")
+			}
+			if u.get("Install", "WantedBy") != "multi-user.target" {
+				t.Error("not WantedBy=multi-user.target")
+			}
+			systemdAnalyze(t, path)
+		})
+	}
+}
+
+// systemdAnalyze runs `systemd-analyze verify` (ignoring that the binaries
+// are not installed here) and `systemd-analyze security`, when available.
+func systemdAnalyze(t *testing.T, path string) {
+	t.Helper()
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Log("systemd-analyze not installed: skipping its checks")
+		return
+	}
+	out, _ := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line != "" && !strings.Contains(line, "is not executable") {
+			t.Errorf("systemd-analyze verify: %s", line)
+		}
+	}
+	out, err := exec.Command("systemd-analyze", "security", "--offline=true", "--threshold=25", path).CombinedOutput()
+	if err != nil {
+		t.Errorf("systemd-analyze security: exposure above 2.5 or error: %v\n%s", err, out)
+	}
+}
+
+func TestNATSServerConfig(t *testing.T) {
+	b, err := os.ReadFile(natsConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(b)
+	if !regexp.MustCompile(`(?m)^\s*sync_interval:\s*always\s*$`).MatchString(conf) {
+		t.Error("nats-server.conf must set sync_interval: always")
+	}
+	if !strings.Contains(conf, "Jepsen") {
+		t.Error("nats-server.conf must say why sync_interval is always")
+	}
+	bin := os.Getenv("TGNOTIFY_BIN")
+	if bin == "" {
+		t.Skip("TGNOTIFY_BIN is not set: skipping `nats-server -t`; run `make test`")
+	}
+	out, err := exec.Command(filepath.Join(bin, "nats-server"), "-c", natsConf, "-t").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nats-server -t rejects the configuration: %v\n%s", err, out)
+	}
+}
+
+// TestDaemonConfigFilesParse starts each daemon with its documented
+// configuration file and -version: an unknown key or a bad value would stop
+// it with a usage error before it prints the version.
+func TestDaemonConfigFilesParse(t *testing.T) {
+	bin := os.Getenv("TGNOTIFY_BIN")
+	if bin == "" {
+		t.Skip("TGNOTIFY_BIN is not set: this test runs bin/publisher and bin/telegram-worker; run `make test`")
+	}
+	for daemon, file := range map[string]string{
+		"telegram-worker": "../../configs/telegram-worker.yaml",
+		"publisher":       "../../configs/publisher.yaml",
+	} {
+		cmd := exec.Command(filepath.Join(bin, daemon), "-config", file, "-version")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s rejects %s: %v\n%s", daemon, file, err, out)
+		}
+	}
+}
