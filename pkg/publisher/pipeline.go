@@ -473,35 +473,38 @@ func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
 				continue
 			}
 		}
-		ranges := make([]outbox.IDRange, len(chunks))
+		// The chunks are consecutive pieces of the acknowledged prefix, and
+		// no pending row lies between two of them (each read continued from
+		// the previous one's last id, and ids commit in order), so one range
+		// from the first id to the last covers exactly these rows.
 		n := 0
-		for i, c := range chunks {
-			ranges[i] = outbox.IDRange{From: c[0].ID, To: c[len(c)-1].ID}
+		for _, c := range chunks {
 			n += len(c)
 		}
-		if err := r.markRanges(ranges); err != nil {
+		rg := outbox.IDRange{From: chunks[0][0].ID, To: chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].ID}
+		if err := r.markRange(rg); err != nil {
 			broken = true
 			r.fail(err)
 			continue
 		}
 		marked += int64(n)
-		last = ranges[len(ranges)-1].To
+		last = rg.To
 		p.metrics.published.Add(float64(n))
 	}
 	return marked, last
 }
 
-// markRanges marks the ranges published in one transaction, retrying while
+// markRange marks the range published in one transaction, retrying while
 // SQLite is busy, until finishCtx ends.
-func (r *round) markRanges(ranges []outbox.IDRange) error {
+func (r *round) markRange(rg outbox.IDRange) error {
 	p := r.p
 	for {
-		_, err := p.reader.MarkPublished(r.finishCtx, p.opts.Now(), ranges...)
+		_, err := p.reader.MarkPublished(r.finishCtx, p.opts.Now(), rg)
 		if err == nil {
 			return nil
 		}
 		if !outbox.IsBusy(err) || !sleepCtx(r.finishCtx, busyRetry) {
-			return fmt.Errorf("marking rows %d..%d published: %w", ranges[0].From, ranges[len(ranges)-1].To, err)
+			return fmt.Errorf("marking rows %d..%d published: %w", rg.From, rg.To, err)
 		}
 	}
 }
