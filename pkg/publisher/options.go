@@ -14,7 +14,7 @@ import (
 
 // Defaults of [Options].
 const (
-	DefaultBatchSize          = 512
+	DefaultBatchSize          = 256
 	DefaultMaxInFlight        = 8192
 	DefaultPollInterval       = time.Millisecond
 	DefaultFallbackInterval   = time.Second
@@ -45,7 +45,7 @@ type Options struct {
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 
-	// BatchSize is the most rows read in one query. Default 512.
+	// BatchSize is the most rows read in one query. Default 256.
 	BatchSize int
 	// MaxInFlight bounds rows published and not yet acknowledged (rounded
 	// to whole batches). Default 8192.

@@ -214,15 +214,21 @@ func (r *round) read(out chan<- []outbox.Row) {
 	p := r.p
 	ctx := r.readCtx
 	cursor := r.start
+	full := false
 	for {
-		// Poll data_version before the query, so that a commit racing with
-		// the query is noticed by the wait below.
-		if _, err := r.watcher.Changed(ctx); err != nil {
-			if ctx.Err() == nil {
-				r.broken = true
-				r.fail(fmt.Errorf("polling for commits: %w", err))
+		// Poll data_version before a query that may come back empty, so
+		// that a commit racing with the query is noticed by the wait below.
+		// After a full batch the next query is not expected to be empty and
+		// the poll is skipped: a stale baseline can only cause one extra
+		// query, never a missed commit.
+		if !full {
+			if _, err := r.watcher.Changed(ctx); err != nil {
+				if ctx.Err() == nil {
+					r.broken = true
+					r.fail(fmt.Errorf("polling for commits: %w", err))
+				}
+				return
 			}
-			return
 		}
 		rows, err := p.reader.Pending(ctx, cursor, p.opts.BatchSize)
 		switch {
@@ -237,6 +243,7 @@ func (r *round) read(out chan<- []outbox.Row) {
 			r.fail(err)
 			return
 		}
+		full = len(rows) == p.opts.BatchSize
 		if len(rows) == 0 {
 			if _, err := r.watcher.Wait(ctx, p.opts.PollInterval, p.opts.FallbackInterval); err != nil {
 				if ctx.Err() == nil {
