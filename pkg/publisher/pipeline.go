@@ -176,8 +176,10 @@ func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cu
 	}
 	go func() {
 		select {
-		case s := <-r.connLost:
-			r.connectionLost(s)
+		case s, ok := <-r.connLost:
+			if ok { // closed when the listener is removed at the end
+				r.connectionLost(s)
+			}
 		case <-done:
 		}
 	}()
@@ -311,10 +313,12 @@ func (r *round) publishable(row outbox.Row) error {
 	select {
 	case <-r.lost:
 		return errConnectionLost
-	case s := <-r.connLost:
-		// Seen here first: stop before publishing, not after.
-		r.connectionLost(s)
-		return errConnectionLost
+	case s, ok := <-r.connLost:
+		if ok {
+			// Seen here first: stop before publishing, not after.
+			r.connectionLost(s)
+			return errConnectionLost
+		}
 	default:
 	}
 	if row.Channel != outbox.ChannelTelegram && row.Channel != "" {
