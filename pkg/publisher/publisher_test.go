@@ -211,6 +211,7 @@ func TestSurvivesNATSOutage(t *testing.T) {
 	waitFor(t, 30*time.Second, func() bool { return streamCount(e.js) >= uint64(atRestart) }, "the backlog of the outage to be published")
 	n := app.stop(t)
 	waitFor(t, 60*time.Second, func() bool { return e.pending(t) == 0 }, "every row marked published")
+	waitFor(t, 10*time.Second, e.nc.IsConnected, "the test's own connection to reconnect")
 	checkOnceInOrder(t, e.js, n, chats)
 	waitFor(t, 10*time.Second, func() bool { return r.p.Ready(context.Background()) == nil }, "ready again")
 	if got := metric(t, reg, "tgnotify_publisher_reordered_total"); got != 0 {
@@ -501,5 +502,37 @@ func TestRecreatesADeletedStream(t *testing.T) {
 	}
 	if got := metric(t, reg, "tgnotify_publisher_publish_errors_total"); got < 1 {
 		t.Errorf("publish_errors_total = %v, want the failed publish counted", got)
+	}
+}
+
+func TestStartsWhileNATSIsDown(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Shutdown()
+	nc, err := jetstream.Connect(context.Background(), jetstream.Options{
+		URLs: e.srv.URL(), ReconnectWait: 20 * time.Millisecond, MaxReconnectWait: 100 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatalf("Connect with NATS down: %v", err)
+	}
+	defer nc.Close()
+	p, err := publisher.Open(context.Background(), e.path, nc, testOptions(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	e.enqueue(t, 0, 200, 5, 100)
+	waitFor(t, 10*time.Second, func() bool {
+		return errors.Is(p.Ready(context.Background()), publisher.ErrNATSUnavailable)
+	}, "readiness to report NATS unavailable")
+	e.srv.Start(t)
+	waitFor(t, 30*time.Second, func() bool { return e.pending(t) == 0 }, "rows published once NATS is up")
+	waitFor(t, 10*time.Second, e.nc.IsConnected, "the test's own connection to reconnect")
+	checkOnceInOrder(t, e.js, 200, 5)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v", err)
 	}
 }
