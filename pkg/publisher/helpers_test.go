@@ -29,6 +29,9 @@ type env struct {
 	js   natsjs.JetStream
 	path string
 	app  *sql.DB
+	// reader counts the backlog; one Reader keeps its low-water mark, so
+	// polling it walks only the rows still pending.
+	reader *outbox.Reader
 }
 
 func newEnv(t testing.TB, opts ...natstest.Option) *env {
@@ -54,7 +57,7 @@ func newEnv(t testing.TB, opts ...natstest.Option) *env {
 		t.Fatalf("opening outbox: %v", err)
 	}
 	t.Cleanup(func() { app.Close() })
-	return &env{srv: srv, nc: nc, js: js, path: path, app: app}
+	return &env{srv: srv, nc: nc, js: js, path: path, app: app, reader: outbox.NewReader(app)}
 }
 
 // notification returns the i-th test notification: chat 1000+i%chats, key
@@ -93,7 +96,7 @@ func (e *env) enqueue(t testing.TB, from, to, chats, perTx int) {
 // pending returns how many rows are not yet marked published.
 func (e *env) pending(t testing.TB) int64 {
 	t.Helper()
-	b, err := outbox.NewReader(e.app).Backlog(context.Background())
+	b, err := e.reader.Backlog(context.Background())
 	if err != nil {
 		t.Fatalf("backlog: %v", err)
 	}
