@@ -192,7 +192,7 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	case err == nil:
 		log.Info("bot token accepted", "bot", me.Username, "api", s.apiURL)
 	case d.Action == botapi.ActionHalt:
-		return fmt.Errorf("Telegram rejected the bot token at %s: %s", s.apiURL, d.Description)
+		return fmt.Errorf("bot token rejected by Telegram at %s: %s", s.apiURL, d.Description)
 	default:
 		log.Warn("cannot check the bot token now; starting anyway", "err", err)
 	}

@@ -15,6 +15,10 @@ import (
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
+// pinIDHeader is the header nats-server adds to messages delivered to a
+// pinned client of a priority group.
+const pinIDHeader = "Nats-Pin-Id"
+
 // letter says why a message is dead.
 type letter struct {
 	reason      string
@@ -33,6 +37,9 @@ type letter struct {
 func (w *Worker) deadLetter(ctx context.Context, j *job, l letter) error {
 	h := nats.Header{}
 	for k, v := range j.msg.Headers() {
+		if k == pinIDHeader {
+			continue // the server's pull bookkeeping, not part of the notification
+		}
 		h[k] = append([]string(nil), v...)
 	}
 	subject := jetstream.DeadSubject(j.chat)

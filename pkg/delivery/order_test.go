@@ -13,6 +13,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 func checkOrder(t *testing.T, env *testenv.Env, chat int64, n int) {
@@ -217,4 +218,34 @@ func TestNATSRestart(t *testing.T) {
 		t.Fatalf("%d deliveries, want exactly 40", got)
 	}
 	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Ready() == nil }, "worker ready again")
+}
+
+// Two workers, and a trickle of messages far below what makes the active one
+// pull again on its own: the active worker must keep its pin (its pulls are
+// renewed within the pinned TTL), so the standby never receives or sends
+// anything. Found by the chaos suite: with pulls expiring only after 30s,
+// the server unpinned the active worker after every pinned TTL, the pin
+// flipped between the two, and each sent newer messages of a chat while the
+// other still held older ones.
+func TestStandbyStaysIdleWhileTheActiveWorkerPulls(t *testing.T) {
+	lim, cfg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Second}
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Settings: settings})
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Settings: settings})
+	const n = 24
+	tick := time.NewTicker(250 * time.Millisecond) // 6 s: three pinned TTLs
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		env.Publish(note(fmt.Sprintf("k:%d", i), int64(100+i%3), fmt.Sprint(i/3)))
+	}
+	waitDelivered(t, env, n)
+	sa, sb := a.Stats(), b.Stats()
+	if sa.Sent > 0 && sb.Sent > 0 {
+		t.Fatalf("both workers sent (%d and %d): the pin moved to the standby while the active worker was alive", sa.Sent, sb.Sent)
+	}
+	for c := int64(100); c < 103; c++ {
+		checkOrder(t, env, c, n/3)
+	}
 }

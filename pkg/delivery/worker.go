@@ -175,7 +175,7 @@ func (w *Worker) Ready() error {
 	case !w.running.Load():
 		return errors.New("worker is not running")
 	case w.halted.Load():
-		return errors.New("Telegram rejected the bot token (401): sending is stopped")
+		return errors.New("bot token rejected by Telegram (401): sending is stopped")
 	case !w.consuming.Load():
 		return errors.New("not consuming from JetStream")
 	}

@@ -94,6 +94,9 @@ func TestBlockedChatIsDeadLetteredOnce(t *testing.T) {
 	if _, err := outbox.DecodePayload(dl.Data); err != nil {
 		t.Fatalf("dead letter body is not the original payload: %v", err)
 	}
+	if h.Get("Nats-Pin-Id") != "" {
+		t.Fatalf("dead letter carries the server's Nats-Pin-Id header")
+	}
 
 	// The chat is remembered: the next message to it goes straight to the
 	// dead-letter stream.
