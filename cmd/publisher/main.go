@@ -67,7 +67,8 @@ func parse(args []string, out io.Writer) (*settings, error) {
 	fs.DurationVar(&p.PurgeRetention, "purge-retention", publisher.DefaultPurgeRetention, "how long published rows stay in the outbox before they are deleted (keep it longer than the application's retry horizon)")
 	fs.DurationVar(&p.PurgeInterval, "purge-interval", publisher.DefaultPurgeInterval, "how often published rows older than -purge-retention are deleted")
 	fs.IntVar(&p.PurgeChunk, "purge-chunk", publisher.DefaultPurgeChunk, "most rows deleted in one transaction")
-	fs.DurationVar(&p.CheckpointInterval, "checkpoint-interval", publisher.DefaultCheckpointInterval, "how often the WAL is checkpointed (TRUNCATE, PASSIVE when readers are in the way)")
+	fs.DurationVar(&p.CheckpointInterval, "checkpoint-interval", publisher.DefaultCheckpointInterval, "how often the WAL is copied into the database (PASSIVE checkpoint, never waits)")
+	fs.DurationVar(&p.TruncateInterval, "truncate-interval", publisher.DefaultTruncateInterval, "how often the -wal file is truncated (TRUNCATE checkpoint; waits at most 200ms for readers, PASSIVE when they are in the way)")
 	fs.DurationVar(&p.BacklogInterval, "backlog-interval", publisher.DefaultBacklogInterval, "how often the backlog metrics are refreshed (less often while the count is expensive)")
 	fs.DurationVar(&p.ShutdownTimeout, "shutdown-timeout", publisher.DefaultShutdownTimeout, "on SIGTERM, how long to wait for in-flight PubAcks and the final marking")
 	fs.DurationVar(&p.DB.BusyTimeout, "db-busy-timeout", 10*time.Second, "how long an SQLite statement waits for another writer's lock")
@@ -120,7 +121,7 @@ var flagNames = strings.NewReplacer(
 	"FallbackInterval", "-fallback-interval", "AckTimeout", "-ack-timeout",
 	"RetryInitial", "-retry-initial", "RetryMax", "-retry-max", "LockPollInterval", "-lock-poll-interval",
 	"PurgeRetention", "-purge-retention", "PurgeInterval", "-purge-interval", "PurgeChunk", "-purge-chunk",
-	"CheckpointInterval", "-checkpoint-interval", "BacklogInterval", "-backlog-interval",
+	"CheckpointInterval", "-checkpoint-interval", "TruncateInterval", "-truncate-interval", "BacklogInterval", "-backlog-interval",
 	"ShutdownTimeout", "-shutdown-timeout", "Replicas", "-replicas", "Duplicates", "-duplicate-window",
 	"DeadMaxAge", "-dead-max-age", "MaxAge", "-max-age",
 )

@@ -19,6 +19,8 @@ func (p *Publisher) maintain(ctx context.Context) {
 	defer purge.Stop()
 	checkpoint := time.NewTicker(p.opts.CheckpointInterval)
 	defer checkpoint.Stop()
+	truncate := time.NewTicker(p.opts.TruncateInterval)
+	defer truncate.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -28,7 +30,9 @@ func (p *Publisher) maintain(ctx context.Context) {
 		case <-purge.C:
 			p.purge(ctx)
 		case <-checkpoint.C:
-			p.checkpoint(ctx)
+			p.checkpoint(ctx, "PASSIVE")
+		case <-truncate.C:
+			p.checkpoint(ctx, "TRUNCATE")
 		}
 	}
 }
@@ -75,19 +79,27 @@ func (p *Publisher) purge(ctx context.Context) {
 	}
 }
 
-// checkpoint copies the WAL into the database and truncates the -wal file.
-// A TRUNCATE checkpoint waits for readers (and holds off new writers while
-// it waits), so it runs on a handle whose busy timeout is short; when readers
-// are in the way it falls back to a PASSIVE checkpoint, which never waits,
-// and the next tick tries TRUNCATE again.
-func (p *Publisher) checkpoint(ctx context.Context) {
-	res, err := p.checkpointer.Checkpoint(ctx, "TRUNCATE")
-	if err == nil && !res.Busy {
+// checkpoint copies the WAL into the database. The publisher's own
+// connections never checkpoint inside a commit (see openDB), so this is where
+// the WAL of the marking is copied, on a connection of its own, while the
+// drain goes on:
+//
+//   - PASSIVE, every CheckpointInterval: copies what it can without waiting
+//     for anyone, and costs microseconds when there is nothing to copy.
+//   - TRUNCATE, every TruncateInterval: also truncates the -wal file to zero
+//     bytes. It waits for readers and holds off new writers while it waits,
+//     so its connection's busy timeout is short; when readers are in the way
+//     it reports busy, a PASSIVE checkpoint is done instead, and the next
+//     interval tries again. Between truncations the file's size stays bounded
+//     by journal_size_limit and by how much is written between checkpoints.
+func (p *Publisher) checkpoint(ctx context.Context, mode string) {
+	res, err := p.checkpointer.Checkpoint(ctx, mode)
+	if err == nil && (!res.Busy || mode == "PASSIVE") {
 		return
 	}
 	if err != nil && !outbox.IsBusy(err) {
 		if ctx.Err() == nil {
-			p.log.Warn("checkpointing the WAL", "mode", "TRUNCATE", "err", err)
+			p.log.Warn("checkpointing the WAL", "mode", mode, "err", err)
 		}
 		return
 	}
@@ -96,6 +108,6 @@ func (p *Publisher) checkpoint(ctx context.Context) {
 	case err != nil && ctx.Err() == nil:
 		p.log.Warn("checkpointing the WAL", "mode", "PASSIVE", "err", err)
 	case err == nil:
-		p.log.Debug("WAL checkpoint was busy; checkpointed passively", "frames", res.LogFrames, "checkpointed", res.Checkpointed)
+		p.log.Debug("WAL was busy for "+mode+"; checkpointed passively", "frames", res.LogFrames, "checkpointed", res.Checkpointed)
 	}
 }

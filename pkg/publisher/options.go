@@ -26,7 +26,8 @@ const (
 	DefaultPurgeRetention     = 72 * time.Hour
 	DefaultPurgeInterval      = time.Minute
 	DefaultPurgeChunk         = 1000
-	DefaultCheckpointInterval = 10 * time.Second
+	DefaultCheckpointInterval = 250 * time.Millisecond
+	DefaultTruncateInterval   = 10 * time.Second
 	DefaultBacklogInterval    = 2 * time.Second
 )
 
@@ -77,8 +78,12 @@ type Options struct {
 	PurgeInterval time.Duration
 	// PurgeChunk is the most rows deleted per transaction. Default 1000.
 	PurgeChunk int
-	// CheckpointInterval is how often the WAL is checkpointed. Default 10s.
+	// CheckpointInterval is how often the WAL is copied into the database
+	// (a PASSIVE checkpoint, which never waits). Default 250ms.
 	CheckpointInterval time.Duration
+	// TruncateInterval is how often the -wal file is truncated (a TRUNCATE
+	// checkpoint, which waits up to 200ms for readers). Default 10s.
+	TruncateInterval time.Duration
 	// BacklogInterval is how often the backlog metrics are refreshed.
 	// Default 2s.
 	BacklogInterval time.Duration
@@ -115,6 +120,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.PurgeInterval, DefaultPurgeInterval)
 	setDefault(&o.PurgeChunk, DefaultPurgeChunk)
 	setDefault(&o.CheckpointInterval, DefaultCheckpointInterval)
+	setDefault(&o.TruncateInterval, DefaultTruncateInterval)
 	setDefault(&o.BacklogInterval, DefaultBacklogInterval)
 	return o
 }
@@ -152,6 +158,7 @@ func (o Options) Validate() error {
 		{"PurgeRetention", o.PurgeRetention},
 		{"PurgeInterval", o.PurgeInterval},
 		{"CheckpointInterval", o.CheckpointInterval},
+		{"TruncateInterval", o.TruncateInterval},
 		{"BacklogInterval", o.BacklogInterval},
 	} {
 		if d.v <= 0 {
@@ -182,7 +189,8 @@ func (o Options) inFlightBatches() int {
 
 // markQueue is the capacity, in batches, of the channel between the ack and
 // mark stages. Marking commits with an fsync, which now and then takes tens
-// or hundreds of milliseconds (a WAL auto-checkpoint, a busy disk); the queue
+// or hundreds of milliseconds (a busy disk, the application holding the
+// write lock); the queue
 // absorbs such a stall without throttling publishing, and the mark stage then
 // marks everything queued in one transaction. Acknowledged rows wait here at
 // most 4 x MaxInFlight of them.

@@ -75,7 +75,7 @@ func Open(ctx context.Context, path string, nc *nats.Conn, opts Options) (*Publi
 	if err != nil {
 		return nil, err
 	}
-	db, err := outbox.Open(ctx, path, opts.DB)
+	db, err := openDB(ctx, path, opts.DB)
 	if err != nil {
 		acks.close()
 		return nil, err
@@ -105,6 +105,39 @@ func Open(ctx context.Context, path string, nc *nats.Conn, opts Options) (*Publi
 		checkpointer: outbox.NewReader(cpDB),
 		atRisk:       make(map[int64]struct{}),
 	}, nil
+}
+
+// openDB opens the publisher's handle on the outbox database: the settings
+// of [outbox.Open] (which creates the file and applies the schema first),
+// plus wal_autocheckpoint(0). SQLite otherwise checkpoints inside whichever
+// commit finds the WAL over 1000 pages; for the publisher that is the mark
+// stage, which would then stall for the copy and the fsync of the database
+// file. The leader checkpoints from its maintenance loop instead, on its own
+// connection, off the drain's path (see checkpoint).
+func openDB(ctx context.Context, path string, opts outbox.Options) (*sql.DB, error) {
+	db, err := outbox.Open(ctx, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Close(); err != nil {
+		return nil, fmt.Errorf("opening outbox database %s: %w", path, err)
+	}
+	db, err = sql.Open("sqlite", outbox.DSN(path, opts)+"&_pragma=wal_autocheckpoint(0)")
+	if err != nil {
+		return nil, fmt.Errorf("opening outbox database %s: %w", path, err)
+	}
+	n := opts.MaxOpenConns
+	if n <= 0 {
+		n = 8
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening outbox database %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // Close closes the database handles and the PubAck subscription. Call it after Run has returned; it is

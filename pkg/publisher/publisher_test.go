@@ -428,6 +428,7 @@ func TestPurgeAndCheckpointBoundTheWAL(t *testing.T) {
 	opts.PurgeInterval = 20 * time.Millisecond
 	opts.PurgeChunk = 500
 	opts.CheckpointInterval = 20 * time.Millisecond
+	opts.TruncateInterval = 50 * time.Millisecond
 	e.start(t, opts)
 	for i := 0; i < n; i += 2000 {
 		e.enqueue(t, i, i+2000, 50, 500)
