@@ -286,6 +286,10 @@ func (r *round) publish(in <-chan []outbox.Row, out chan<- *batch) {
 				b.err = fmt.Errorf("publishing row %d (key %q): %w", row.ID, row.Key, err)
 				break
 			}
+			// The client copied the body into its write buffer: release
+			// the payload now rather than when the row is marked, which
+			// keeps the heap (and the garbage collector's work) small.
+			rows[i].Payload = nil
 			b.published++
 		}
 		b.sentAt = time.Now()
