@@ -12,8 +12,9 @@
 //     another connection's commit, noticed within milliseconds by polling
 //     PRAGMA data_version, or for a slow fallback tick.
 //   - publish: each row is published asynchronously to
-//     notify.telegram.<chat_id> with Nats-Msg-Id set to its idempotency key;
-//     at most MaxInFlight rows wait for their PubAck.
+//     notify.telegram.<chat_id> with Nats-Msg-Id set to its idempotency key,
+//     as a plain NATS publish whose reply subject routes the PubAck back to
+//     its batch; at most MaxInFlight rows wait for their PubAck.
 //   - ack: PubAcks are awaited in publish order; a duplicate PubAck (the
 //     stream already had the id) counts as published.
 //   - mark: acknowledged rows are marked published, everything queued in one
@@ -40,7 +41,9 @@
 //
 // # Maintenance
 //
-// The leader also purges published rows older than a retention, in chunks,
-// checkpoints the WAL (TRUNCATE, PASSIVE when busy) so the -wal file stays
-// bounded, and refreshes the backlog metrics.
+// The leader also purges published rows older than a retention, in chunks;
+// checkpoints the WAL from its own connection (PASSIVE every
+// CheckpointInterval, TRUNCATE every TruncateInterval) so the -wal file stays
+// bounded without the mark stage ever checkpointing inside its commits; and
+// refreshes the backlog metrics.
 package publisher
