@@ -50,8 +50,8 @@ func (w *Worker) dispatch(ctx context.Context) {
 		case <-timer.C:
 		case <-w.wake:
 		case <-w.state.changed:
-		case pending := <-w.takeover:
-			w.onTakeoverCheck(pending)
+		case c := <-w.takeover:
+			w.onTakeoverCheck(c)
 		case <-keepalive.C:
 			w.keepAlive()
 		case <-housekeeping.C:
@@ -88,10 +88,10 @@ func (w *Worker) parkGrace() time.Duration { return w.cfg.AckWait + 10*time.Seco
 
 // onArrival places a delivered message in its chat's lane.
 func (w *Worker) onArrival(j *job) {
-	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap {
+	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch {
 		w.startTakeoverCheck(j.received)
 	}
-	w.lastArrival = j.received
+	w.lastArrival, w.arrivalEpoch = j.received, j.pinEpoch
 	l := w.laneFor(j.chat)
 	l.touched = j.received
 	l.unpark(j.seq)

@@ -20,6 +20,9 @@ type job struct {
 	poison   error // set when the payload cannot be used
 	received time.Time
 	progress time.Time // last ack-timer reset (delivery or InProgress)
+	// pinEpoch is how often the worker had lost the pin when it received
+	// the message.
+	pinEpoch uint64
 	// dups are later deliveries of the same stream message that arrived
 	// while this one was held; they are acked together with it.
 	dups []natsjs.Msg

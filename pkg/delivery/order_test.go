@@ -249,3 +249,55 @@ func TestStandbyStaysIdleWhileTheActiveWorkerPulls(t *testing.T) {
 		checkOrder(t, env, c, n/3)
 	}
 }
+
+// The pin moves to the standby while the active worker still holds messages
+// of a chat, and comes back to the first worker while the standby still
+// holds later ones: the first worker must not send what it receives now
+// before the standby's messages are through, however soon it is pinned
+// again. (An operator's unpin moves the pin here; a nats-server restart does
+// the same in production.)
+func TestRepinnedWorkerWaitsForTheOthersMessages(t *testing.T) {
+	lim, cfg := fastLimits()
+	cfg.ChatRate = 2 // a chat's batch takes seconds, so the batches overlap
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Second}
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Settings: settings})
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Settings: settings})
+	ctx := context.Background()
+	stream, err := env.JS.Stream(ctx, jetstream.StreamNotify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpin := func() {
+		t.Helper()
+		if err := stream.UnpinConsumer(ctx, jetstream.ConsumerTelegram, jetstream.PriorityGroupTelegram); err != nil {
+			t.Fatalf("unpinning: %v", err)
+		}
+	}
+	const chat, batch = 100, 6
+	n := 0
+	publish := func() {
+		for range batch {
+			env.Publish(note(fmt.Sprintf("k:%d", n), chat, fmt.Sprint(n)))
+			n++
+		}
+	}
+	holds := func(w *testenv.Worker) bool { s := w.Stats(); return s.Held+s.InFlight > 0 }
+
+	publish() // batch 1 to whichever worker is pinned
+	natstest.WaitFor(t, 5*time.Second, func() bool { return holds(a) || holds(b) }, "batch 1 held")
+	first, second := a, b
+	if holds(b) {
+		first, second = b, a
+	}
+	unpin() // the standby is pinned; the first worker still sends batch 1
+	publish()
+	natstest.WaitFor(t, 10*time.Second, func() bool { return second.Stats().Sent >= 1 }, "the second worker sending batch 2")
+	unpin() // back to the first worker, while the second still holds batch 2
+	publish()
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(chat)) >= 3*batch }, "all three batches delivered")
+	checkOrder(t, env, chat, 3*batch)
+	if first.Stats().Sent == 0 || second.Stats().Sent == 0 {
+		t.Fatalf("sent %d and %d: the pin did not move as the test needs", first.Stats().Sent, second.Stats().Sent)
+	}
+}

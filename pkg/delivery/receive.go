@@ -30,7 +30,7 @@ var errPoison = errors.New("poison message")
 // poison at once, and the worker goes on.
 func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 	now := w.now()
-	j := &job{msg: m, subject: m.Subject(), received: now, progress: now}
+	j := &job{msg: m, subject: m.Subject(), received: now, progress: now, pinEpoch: w.pinEpoch.Load()}
 	if err := w.decode(j); err != nil {
 		j.poison = err
 		w.log.Warn("poison message", "subject", j.subject, "seq", j.seq, "err", err)
@@ -42,6 +42,7 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 		}
 		return
 	}
+	w.received.Add(1)
 	select {
 	case w.incoming <- j:
 	case <-ctx.Done():

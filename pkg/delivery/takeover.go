@@ -12,13 +12,19 @@ import (
 // redelivery that finds no pull request of the pinned client is re-queued at
 // the back). Sending the new one first would break the chat's order.
 //
-// So when messages start arriving after a quiet period, the worker asks the
-// consumer how many messages are delivered and unacknowledged. If that is
-// more than this worker holds, someone else's messages are still out: the
-// worker sends nothing (a "quarantine") until they have all arrived and
-// been sorted into their lanes, or until the ack wait plus a grace period has
-// passed, by which time JetStream must have redelivered them. With nothing
-// outstanding the check costs one consumer-info request.
+// The same holds when this worker is pinned again after it lost the pin to
+// another one (a nats-server restart reassigns the pin; the other worker
+// died soon after), however short the gap: the other one may hold older
+// messages of a chat.
+//
+// So when messages start arriving after a quiet period or a lost pin, the
+// worker asks the consumer how many messages are delivered and
+// unacknowledged. If that is more than this worker holds, someone else's
+// messages are still out: the worker sends nothing (a "quarantine") until
+// they have all arrived and been sorted into their lanes, or until the ack
+// wait plus a grace period has passed, by which time JetStream must have
+// redelivered them. With nothing outstanding the check costs one
+// consumer-info request.
 
 // startTakeoverCheck begins a check and holds sending until it is done.
 func (w *Worker) startTakeoverCheck(now time.Time) {
@@ -32,12 +38,15 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for {
+			// Arrivals counted before the request: the server's count
+			// includes them, and what arrives after is subtracted again.
+			received := w.received.Load()
 			qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
 			info, err := w.res.Consumer.Info(qctx)
 			qcancel()
 			if err == nil {
 				select {
-				case w.takeover <- info.NumAckPending:
+				case w.takeover <- ackCount{pending: info.NumAckPending, received: received}:
 				case <-ctx.Done():
 					return
 				}
@@ -51,9 +60,20 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 	}()
 }
 
+// ackCount is the consumer's count of delivered, unacknowledged messages,
+// with this worker's arrival count taken just before the request.
+type ackCount struct {
+	pending  int
+	received uint64
+}
+
 // onTakeoverCheck ends the quarantine once the server's unacknowledged
-// messages are all accounted for by this worker.
-func (w *Worker) onTakeoverCheck(ackPending int) {
+// messages are all accounted for by this worker. What this worker holds now
+// is compared with the server's count of a moment ago, so messages that
+// arrived in between are not counted as ours: they would hide as many of
+// the other worker's (found by TestRepinnedWorkerWaitsForTheOthersMessages).
+// Messages acked in between make the wait longer, never shorter.
+func (w *Worker) onTakeoverCheck(c ackCount) {
 	if w.stopCheck == nil {
 		return
 	}
@@ -64,7 +84,8 @@ func (w *Worker) onTakeoverCheck(ackPending int) {
 			ours++
 		}
 	}
-	if foreign := ackPending - ours; foreign > 0 {
+	ours -= int(w.received.Load() - c.received)
+	if foreign := c.pending - ours; foreign > 0 {
 		w.log.Debug("waiting for messages another worker held", "outstanding", foreign)
 		return
 	}

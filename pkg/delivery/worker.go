@@ -66,9 +66,10 @@ type Worker struct {
 	heaps           [2]*readyHeap // transactional, bulk
 	inflight        int
 	lastArrival     time.Time
+	arrivalEpoch    uint64             // pin epoch of the last arrival
 	quarantineUntil time.Time          // see takeover.go
 	stopCheck       context.CancelFunc // stops the running takeover check
-	takeover        chan int           // consumer ack-pending counts from the check
+	takeover        chan ackCount      // consumer ack-pending counts from the check
 
 	incoming    chan *job
 	results     chan result
@@ -79,7 +80,9 @@ type Worker struct {
 	persistCh   chan stateOp
 	persistDone chan struct{}
 
-	breakerOpenedAt atomic.Int64 // unix nanos of the last transition to open
+	breakerOpenedAt atomic.Int64  // unix nanos of the last transition to open
+	pinEpoch        atomic.Uint64 // times this worker lost the pin to another
+	received        atomic.Uint64 // messages handed to the dispatcher
 	halted          atomic.Bool
 	consuming       atomic.Bool
 	running         atomic.Bool
@@ -135,7 +138,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		incoming:    make(chan *job, cfg.PullBatch*2),
 		results:     make(chan result, cfg.MaxInFlight*2),
 		wake:        make(chan struct{}, 1),
-		takeover:    make(chan int, 1),
+		takeover:    make(chan ackCount, 1),
 		persistCh:   make(chan stateOp, 4096),
 		persistDone: make(chan struct{}),
 	}
@@ -265,6 +268,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// pullExpiry is how long one pull request waits on the server. The server
+// unpins a client that sends no new pull request for the consumer's
+// PinnedTTL, even one that is alive and whose request is still waiting; the
+// standby is then pinned while this worker still holds messages. So pulls
+// expire, and are renewed, every half pinned TTL (at least 1s, nats.go's
+// minimum: a pinned TTL below 2s cannot be kept), instead of nats.go's 30s.
+func (w *Worker) pullExpiry() time.Duration {
+	info := w.res.Consumer.CachedInfo()
+	if info == nil || info.Config.PinnedTTL <= 0 {
+		return 30 * time.Second
+	}
+	ttl := info.Config.PinnedTTL
+	return min(max(ttl/2, time.Second), 30*time.Second)
+}
+
 // consume pulls from the durable consumer in the pinned priority group and
 // feeds the dispatcher, re-establishing the subscription if it ends (consumer
 // deleted and re-created by an operator, say).
@@ -275,7 +293,16 @@ func (w *Worker) consume(ctx context.Context) {
 		cc, err := w.res.Consumer.Consume(func(m natsjs.Msg) { w.receive(ctx, m) },
 			natsjs.PullPriorityGroup(jetstream.PriorityGroupTelegram),
 			natsjs.PullMaxMessages(w.cfg.PullBatch),
+			natsjs.PullExpiry(w.pullExpiry()),
 			natsjs.ConsumeErrHandler(func(_ natsjs.ConsumeContext, err error) {
+				if errors.Is(err, natsjs.ErrPinIDMismatch) {
+					// Another worker is pinned now. Reported on the goroutine
+					// that delivers messages, so what arrives from here on
+					// carries the new epoch: when this worker is pinned
+					// again, it checks for messages the other one holds
+					// (takeover.go) however soon that is.
+					w.pinEpoch.Add(1)
+				}
 				if errors.Is(err, natsjs.ErrConsumerDeleted) || errors.Is(err, natsjs.ErrConsumerNotFound) {
 					select {
 					case errs <- err:
