@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/internal/system"
 )
 
 // demo is one run.
@@ -100,7 +101,7 @@ func (d *demo) run(ctx context.Context) (rep *report, err error) {
 	stopPlacing()
 	<-placed
 	rep.placeTook = rep.placedAt.Sub(placeStart)
-	rep.placements = pl.snapshot()
+	rep.placements = pl.Snapshot()
 	rep.failures = s.sup.Failures()
 	if ctx.Err() != nil {
 		return rep, ctx.Err()
@@ -158,7 +159,9 @@ func (d *demo) watch(ctx context.Context, js natsjs.JetStream, s *stack, pl *pla
 		if placing || cur.delivered+cur.dead < cur.placed {
 			continue
 		}
-		done, err := accountedFor(ctx, js, pl)
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		done, err := system.Drained(dctx, js, uint64(pl.Created.Load()))
+		cancel()
 		if err != nil {
 			continue // a transient read error: try again at the next tick
 		}
@@ -166,23 +169,6 @@ func (d *demo) watch(ctx context.Context, js natsjs.JetStream, s *stack, pl *pla
 			return nil
 		}
 	}
-}
-
-// accountedFor reports whether the pipeline is empty: every created order
-// is in the NOTIFY stream, and the worker's consumer has nothing pending or
-// unacknowledged.
-func accountedFor(ctx context.Context, js natsjs.JetStream, pl *placer) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	inStream, err := notificationsInStream(ctx, js)
-	if err != nil {
-		return false, err
-	}
-	info, err := consumerInfo(ctx, js)
-	if err != nil {
-		return false, err
-	}
-	return inStream >= uint64(pl.created.Load()) && info.NumPending == 0 && info.NumAckPending == 0, nil
 }
 
 // keepRunning leaves the system up until ctx ends, for exploring.
@@ -202,25 +188,7 @@ Everything keeps running until Ctrl-C:
 }
 
 // prepareDir empties dir if it is the demo's (or empty) and marks it.
-func prepareDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return err
-	case len(entries) > 0:
-		if _, err := os.Stat(filepath.Join(dir, markerFile)); err != nil {
-			return fmt.Errorf("-dir %s is not empty and not an earlier demo's (no %s); choose another directory", dir, markerFile)
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("emptying %s: %w", dir, err)
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, markerFile), []byte("tgnotify demo directory: emptied by the next `make demo`\n"), 0o644)
-}
+func prepareDir(dir string) error { return system.PrepareDir(dir, markerFile, "demo") }
 
 // binPath returns the path of a binary.
 func (d *demo) binPath(name string) string { return filepath.Join(d.cfg.bin, name) }

@@ -1,19 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
-	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/system"
 )
 
 // outcome is what must become of an order's notification.
@@ -103,35 +97,12 @@ func planOrders(c *config, runID string) []plannedOrder {
 	return orders
 }
 
-// placement is what the shop answered for one order.
-type placement struct {
-	created   int       // 201 answers: must be exactly one
-	repeated  int       // 200 answers
-	createdAt time.Time // from the 201 answer
-	mismatch  bool      // a 200 answer with another created_at
-	errors    []string
-}
-
 // placer sends the orders to the shop and records the answers.
 type placer struct {
-	url    string
-	client *http.Client
-
-	mu      sync.Mutex
-	results map[string]*placement
-
-	sent     atomic.Int64 // requests answered 200 or 201
-	created  atomic.Int64 // 201 answers
-	failures atomic.Int64 // requests that failed for good
+	*system.Placer
 }
 
-func newPlacer(shopURL string) *placer {
-	return &placer{
-		url:     shopURL + "/orders",
-		client:  &http.Client{Timeout: 15 * time.Second},
-		results: map[string]*placement{},
-	}
-}
+func newPlacer(shopURL string) *placer { return &placer{Placer: system.NewPlacer(shopURL)} }
 
 // place sends every order (the repeats of the burst right after their
 // original) with concurrency parallel clients, then the late repeats.
@@ -156,7 +127,7 @@ func (p *placer) run(ctx context.Context, orders []shop.Order, concurrency int) 
 	for range concurrency {
 		wg.Go(func() {
 			for o := range jobs {
-				p.post(ctx, o)
+				p.Post(ctx, o)
 			}
 		})
 	}
@@ -168,110 +139,4 @@ func (p *placer) run(ctx context.Context, orders []shop.Order, concurrency int) 
 	}
 	close(jobs)
 	wg.Wait()
-}
-
-// maxPostAttempts bounds the retries of one POST after a network error or a
-// 5xx; each retry is itself a repeated request the shop must absorb.
-const maxPostAttempts = 3
-
-func (p *placer) post(ctx context.Context, o shop.Order) {
-	body, err := json.Marshal(o)
-	if err != nil {
-		p.record(o.ID, 0, shop.PlacedOrder{}, fmt.Errorf("encoding: %w", err))
-		return
-	}
-	var lastErr error
-	for attempt := 1; attempt <= maxPostAttempts && ctx.Err() == nil; attempt++ {
-		code, placed, err := p.postOnce(ctx, body)
-		if err == nil && code < 500 {
-			p.record(o.ID, code, placed, nil)
-			return
-		}
-		if err == nil {
-			err = fmt.Errorf("HTTP %d", code)
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-		}
-	}
-	if lastErr == nil {
-		lastErr = ctx.Err()
-	}
-	p.record(o.ID, 0, shop.PlacedOrder{}, lastErr)
-}
-
-func (p *placer) postOnce(ctx context.Context, body []byte) (int, shop.PlacedOrder, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
-	if err != nil {
-		return 0, shop.PlacedOrder{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return 0, shop.PlacedOrder{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, shop.PlacedOrder{}, err
-	}
-	var placed shop.PlacedOrder
-	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated {
-		if err := json.Unmarshal(b, &placed); err != nil {
-			return 0, placed, fmt.Errorf("decoding the answer: %w", err)
-		}
-		return resp.StatusCode, placed, nil
-	}
-	if resp.StatusCode >= 500 {
-		return resp.StatusCode, placed, nil
-	}
-	return resp.StatusCode, placed, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
-}
-
-func (p *placer) record(id string, code int, placed shop.PlacedOrder, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r := p.results[id]
-	if r == nil {
-		r = &placement{}
-		p.results[id] = r
-	}
-	switch {
-	case err != nil:
-		r.errors = append(r.errors, err.Error())
-		p.failures.Add(1)
-		return
-	case code == http.StatusCreated:
-		r.created++
-		p.created.Add(1)
-		if !r.createdAt.IsZero() && !r.createdAt.Equal(placed.CreatedAt) {
-			r.mismatch = true
-		}
-		r.createdAt = placed.CreatedAt
-	case code == http.StatusOK:
-		r.repeated++
-		if r.createdAt.IsZero() {
-			r.createdAt = placed.CreatedAt // the 201 may still be on its way
-		} else if !r.createdAt.Equal(placed.CreatedAt) {
-			r.mismatch = true
-		}
-	default:
-		r.errors = append(r.errors, "unexpected HTTP "+strconv.Itoa(code))
-		p.failures.Add(1)
-		return
-	}
-	p.sent.Add(1)
-}
-
-// snapshot returns a copy of the answers.
-func (p *placer) snapshot() map[string]placement {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]placement, len(p.results))
-	for id, r := range p.results {
-		out[id] = *r
-	}
-	return out
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,9 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
+	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 )
@@ -43,72 +40,26 @@ type sampler struct {
 }
 
 func (s *sampler) take(ctx context.Context) sample {
-	smp := sample{at: time.Now(), backlog: -1, placed: s.placer.created.Load()}
+	smp := sample{at: time.Now(), backlog: -1, placed: s.placer.Created.Load()}
 	var ws delivery.Stats
-	if err := getJSON(ctx, s.client, s.stack.workerURL+"/stats", &ws); err != nil {
+	if err := system.GetJSON(ctx, s.client, s.stack.workerURL+"/stats", &ws); err != nil {
 		smp.errs = append(smp.errs, "worker: "+err.Error())
 	}
 	smp.delivered, smp.dead, smp.rateLimited, smp.breaker = ws.Sent, ws.DeadLetters, ws.RateLimited, ws.CircuitBreaker
 	if s.stack.emulatorURL != "" {
 		var es emulator.Stats
-		if err := getJSON(ctx, s.client, s.stack.emulatorURL+"/emulator/stats", &es); err != nil {
+		if err := system.GetJSON(ctx, s.client, s.stack.emulatorURL+"/emulator/stats", &es); err != nil {
 			smp.errs = append(smp.errs, "emulator: "+err.Error())
 		} else {
 			smp.delivered, smp.rateLimited = es.Delivered, es.RateLimited
 		}
 	}
-	if v, err := scrapeGauge(ctx, s.client, s.stack.publisherURL+"/metrics", "tgnotify_publisher_backlog"); err != nil {
+	if v, err := system.ScrapeGauge(ctx, s.client, s.stack.publisherURL+"/metrics", "tgnotify_publisher_backlog"); err != nil {
 		smp.errs = append(smp.errs, "publisher: "+err.Error())
 	} else {
 		smp.backlog = v
 	}
 	return smp
-}
-
-// getJSON GETs url and decodes its JSON body into v.
-func getJSON(ctx context.Context, c *http.Client, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("decoding %s: %w", url, err)
-	}
-	return nil
-}
-
-// scrapeGauge reads one unlabelled gauge from a Prometheus text endpoint.
-func scrapeGauge(ctx context.Context, c *http.Client, url, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := tp.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return 0, fmt.Errorf("parsing %s: %w", url, err)
-	}
-	mf, ok := families[name]
-	if !ok || len(mf.GetMetric()) == 0 || mf.GetMetric()[0].GetGauge() == nil {
-		return 0, fmt.Errorf("%s has no gauge %s", url, name)
-	}
-	return mf.GetMetric()[0].GetGauge().GetValue(), nil
 }
 
 // display writes the progress: one line rewritten in place on a terminal, a

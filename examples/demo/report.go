@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -18,19 +16,10 @@ import (
 
 	"github.com/tgnotify/tgnotify/examples/shop/shop"
 	"github.com/tgnotify/tgnotify/internal/procs"
+	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
-
-// deadLetter is one message of NOTIFY_DEAD.
-type deadLetter struct {
-	seq         uint64
-	subject     string
-	key         string
-	reason      string
-	description string
-}
 
 // check is one invariant and whether it held.
 type check struct {
@@ -43,7 +32,7 @@ type check struct {
 type report struct {
 	cfg        *config
 	orders     []plannedOrder
-	placements map[string]placement
+	placements map[string]system.Placement
 	samples    []sample
 	placedAt   time.Time
 	placeTook  time.Duration
@@ -54,7 +43,7 @@ type report struct {
 	// Collected at the end.
 	messages    []emulator.Message
 	records     []delivery.DeliveryRecord
-	dead        []deadLetter
+	dead        []system.DeadLetter
 	emuStats    *emulator.Stats
 	workerStats *delivery.Stats
 	pending     uint64
@@ -86,123 +75,40 @@ func (r *report) collect(ctx context.Context, js natsjs.JetStream, s *stack) err
 		var msgs struct {
 			Messages []emulator.Message `json:"messages"`
 		}
-		if err := getJSON(ctx, client, s.emulatorURL+"/emulator/messages", &msgs); err != nil {
+		if err := system.GetJSON(ctx, client, s.emulatorURL+"/emulator/messages", &msgs); err != nil {
 			errs = append(errs, err)
 		}
 		r.messages = msgs.Messages
 		var es emulator.Stats
-		if err := getJSON(ctx, client, s.emulatorURL+"/emulator/stats", &es); err != nil {
+		if err := system.GetJSON(ctx, client, s.emulatorURL+"/emulator/stats", &es); err != nil {
 			errs = append(errs, err)
 		} else {
 			r.emuStats = &es
 		}
 	} else {
-		recs, err := deliveryRecords(ctx, js)
+		recs, err := system.DeliveryRecords(ctx, js)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		r.records = recs
 	}
 	var ws delivery.Stats
-	if err := getJSON(ctx, client, s.workerURL+"/stats", &ws); err != nil {
+	if err := system.GetJSON(ctx, client, s.workerURL+"/stats", &ws); err != nil {
 		errs = append(errs, err)
 	} else {
 		r.workerStats = &ws
 	}
-	dead, err := deadLetters(ctx, js)
+	dead, err := system.DeadLetters(ctx, js)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	r.dead = dead
-	if info, err := consumerInfo(ctx, js); err != nil {
+	if info, err := system.ConsumerInfo(ctx, js); err != nil {
 		errs = append(errs, err)
 	} else {
 		r.pending, r.ackPending = info.NumPending, uint64(info.NumAckPending)
 	}
 	return errors.Join(errs...)
-}
-
-// consumerInfo returns the worker's consumer.
-func consumerInfo(ctx context.Context, js natsjs.JetStream) (*natsjs.ConsumerInfo, error) {
-	c, err := js.Consumer(ctx, jetstream.StreamNotify, jetstream.ConsumerTelegram)
-	if err != nil {
-		return nil, fmt.Errorf("reading consumer %s: %w", jetstream.ConsumerTelegram, err)
-	}
-	return c.Info(ctx)
-}
-
-// notificationsInStream counts the Telegram notifications stored in NOTIFY.
-func notificationsInStream(ctx context.Context, js natsjs.JetStream) (uint64, error) {
-	st, err := js.Stream(ctx, jetstream.StreamNotify)
-	if err != nil {
-		return 0, fmt.Errorf("reading stream %s: %w", jetstream.StreamNotify, err)
-	}
-	info, err := st.Info(ctx, natsjs.WithSubjectFilter(jetstream.TelegramFilter))
-	if err != nil {
-		return 0, fmt.Errorf("reading stream %s: %w", jetstream.StreamNotify, err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n, nil
-}
-
-// deadLetters reads every message of NOTIFY_DEAD.
-func deadLetters(ctx context.Context, js natsjs.JetStream) ([]deadLetter, error) {
-	st, err := js.Stream(ctx, jetstream.StreamDead)
-	if err != nil {
-		return nil, fmt.Errorf("reading stream %s: %w", jetstream.StreamDead, err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading stream %s: %w", jetstream.StreamDead, err)
-	}
-	var out []deadLetter
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if errors.Is(err, natsjs.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, fmt.Errorf("reading dead letter %d: %w", seq, err)
-		}
-		out = append(out, deadLetter{
-			seq: seq, subject: m.Subject,
-			key:         m.Header.Get(jetstream.HeaderKey),
-			reason:      m.Header.Get(jetstream.HeaderReason),
-			description: m.Header.Get(jetstream.HeaderErrorDescription),
-		})
-	}
-	return out, nil
-}
-
-// deliveryRecords reads the worker's delivery records.
-func deliveryRecords(ctx context.Context, js natsjs.JetStream) ([]delivery.DeliveryRecord, error) {
-	kv, err := js.KeyValue(ctx, jetstream.BucketDelivered)
-	if err != nil {
-		return nil, fmt.Errorf("opening bucket %s: %w", jetstream.BucketDelivered, err)
-	}
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing bucket %s: %w", jetstream.BucketDelivered, err)
-	}
-	var out []delivery.DeliveryRecord
-	for k := range keys.Keys() {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue // deleted or expired meanwhile
-		}
-		var rec delivery.DeliveryRecord
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return out, fmt.Errorf("decoding delivery record %s: %w", k, err)
-		}
-		out = append(out, rec)
-	}
-	return out, nil
 }
 
 // orderInText finds the order id in an "order accepted" message.
@@ -235,15 +141,15 @@ func (r *report) checkPlacements() {
 		case !ok:
 			problems = append(problems, o.order.ID+": never placed")
 			continue
-		case len(p.errors) > 0:
-			problems = append(problems, fmt.Sprintf("%s: %s", o.order.ID, strings.Join(p.errors, "; ")))
-		case p.created != 1:
-			problems = append(problems, fmt.Sprintf("%s: created %d times (201 answers), want once", o.order.ID, p.created))
-		case p.mismatch:
+		case len(p.Errors) > 0:
+			problems = append(problems, fmt.Sprintf("%s: %s", o.order.ID, strings.Join(p.Errors, "; ")))
+		case p.Created != 1:
+			problems = append(problems, fmt.Sprintf("%s: created %d times (201 answers), want once", o.order.ID, p.Created))
+		case p.Mismatch:
 			problems = append(problems, o.order.ID+": a repeated request returned another created_at")
 		}
-		created += p.created
-		repeats += p.repeated
+		created += p.Created
+		repeats += p.Repeated
 	}
 	r.checks = append(r.checks, check{ok: len(problems) == 0,
 		text:   fmt.Sprintf("every order created once: %d × 201 Created, %d repeats answered 200", created, repeats),
@@ -254,7 +160,7 @@ func (r *report) checkPlacements() {
 func (r *report) expectations() (byID map[string]plannedOrder, byKey map[string]plannedOrder) {
 	byID, byKey = map[string]plannedOrder{}, map[string]plannedOrder{}
 	for _, o := range r.orders {
-		if p := r.placements[o.order.ID]; p.created == 0 {
+		if p := r.placements[o.order.ID]; p.Created == 0 {
 			continue // not placed: reported by checkPlacements
 		}
 		byID[o.order.ID] = o
@@ -298,7 +204,7 @@ func (r *report) checkEmulatorDeliveries() {
 			if o.order.ChatID == groupChat {
 				group++
 			}
-			r.latencies = append(r.latencies, msgs[0].Time.Sub(r.placements[id].createdAt))
+			r.latencies = append(r.latencies, msgs[0].Time.Sub(r.placements[id].CreatedAt))
 		}
 	}
 	sort.Strings(problems)
@@ -332,7 +238,7 @@ func (r *report) checkRecords() {
 			continue
 		}
 		ok++
-		r.latencies = append(r.latencies, rec.DeliveredAt.Sub(r.placements[o.order.ID].createdAt))
+		r.latencies = append(r.latencies, rec.DeliveredAt.Sub(r.placements[o.order.ID].CreatedAt))
 	}
 	for key := range byKey {
 		if !seen[key] {
@@ -354,20 +260,20 @@ func (r *report) checkRecords() {
 
 func (r *report) checkDeadLetters() {
 	_, byKey := r.expectations()
-	perKey := map[string][]deadLetter{}
+	perKey := map[string][]system.DeadLetter{}
 	var problems []string
 	for _, dl := range r.dead {
-		o, mine := byKey[dl.key]
+		o, mine := byKey[dl.Key]
 		switch {
 		case !mine:
-			problems = append(problems, fmt.Sprintf("dead letter %d (%s, key %q): %s", dl.seq, dl.reason, dl.key, dl.description))
+			problems = append(problems, fmt.Sprintf("dead letter %d (%s, key %q): %s", dl.Seq, dl.Reason, dl.Key, dl.Description))
 			continue
 		case o.want != deadLettered:
-			problems = append(problems, fmt.Sprintf("%s dead-lettered as %s (%s), want delivered", dl.key, dl.reason, dl.description))
-		case dl.reason != o.wantReason:
-			problems = append(problems, fmt.Sprintf("%s dead-lettered as %s, want %s", dl.key, dl.reason, o.wantReason))
+			problems = append(problems, fmt.Sprintf("%s dead-lettered as %s (%s), want delivered", dl.Key, dl.Reason, dl.Description))
+		case dl.Reason != o.wantReason:
+			problems = append(problems, fmt.Sprintf("%s dead-lettered as %s, want %s", dl.Key, dl.Reason, o.wantReason))
 		}
-		perKey[dl.key] = append(perKey[dl.key], dl)
+		perKey[dl.Key] = append(perKey[dl.Key], dl)
 	}
 	want := 0
 	for key, o := range byKey {
@@ -389,7 +295,7 @@ func (r *report) checkDeadLetters() {
 func (r *report) deadByReason() string {
 	counts := map[string]int{}
 	for _, dl := range r.dead {
-		counts[dl.reason]++
+		counts[dl.Reason]++
 	}
 	if len(counts) == 0 {
 		return "none"
@@ -449,7 +355,7 @@ func (r *report) printChecks(w io.Writer) {
 	}
 	if len(r.latencies) > 0 {
 		fmt.Fprintf(w, "latency         commit→delivery p50 %v, p99 %v, max %v over %d messages\n",
-			percentile(r.latencies, 50), percentile(r.latencies, 99), percentile(r.latencies, 100), len(r.latencies))
+			system.Percentile(r.latencies, 50), system.Percentile(r.latencies, 99), system.Percentile(r.latencies, 100), len(r.latencies))
 		fmt.Fprintln(w, "                (a chat gets at most 1 message a second and a group 20 a minute: a customer's")
 		fmt.Fprintln(w, "                burst of orders waits its turn, and so does the whole burst at 30 a second)")
 	}
@@ -498,14 +404,6 @@ func (r *report) printEnd(w io.Writer) {
 		result = "FAIL"
 	}
 	fmt.Fprintf(w, "RESULT: %s in %v\n", result, r.elapsed.Round(100*time.Millisecond))
-}
-
-// percentile returns the p-th percentile (nearest rank) of ds.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)].Round(time.Millisecond)
 }
 
 // sendRate returns the peak and mean delivery rate between the first and the

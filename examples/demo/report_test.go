@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 )
 
@@ -77,15 +78,15 @@ func scenario() *report {
 		{order: shop.Order{ID: "A-2", ChatID: groupChat}, want: delivered, wantChat: supergroupChat},
 		{order: shop.Order{ID: "A-3", ChatID: blockedChats[0]}, want: deadLettered, wantReason: "blocked"},
 	}
-	r := &report{cfg: testConfig(), orders: orders, placements: map[string]placement{}, started: 5}
+	r := &report{cfg: testConfig(), orders: orders, placements: map[string]system.Placement{}, started: 5}
 	for _, o := range orders {
-		r.placements[o.order.ID] = placement{created: 1, createdAt: now}
+		r.placements[o.order.ID] = system.Placement{Created: 1, CreatedAt: now}
 	}
 	r.messages = []emulator.Message{
 		{ChatID: 1_000_001, MessageID: 1, Text: "<b>Order A-1 accepted</b>\n…", Time: now.Add(time.Second)},
 		{ChatID: supergroupChat, MessageID: 1, Text: "<b>Order A-2 accepted</b>\n…", Time: now.Add(2 * time.Second)},
 	}
-	r.dead = []deadLetter{{seq: 1, key: shop.NotificationKey("A-3"), reason: "blocked"}}
+	r.dead = []system.DeadLetter{{Seq: 1, Key: shop.NotificationKey("A-3"), Reason: "blocked"}}
 	r.emuStats = &emulator.Stats{}
 	return r
 }
@@ -115,12 +116,12 @@ func TestReportChecks(t *testing.T) {
 		}, "A-3: chat 9000001 is dead"},
 		{"stranger message", func(r *report) { r.messages = append(r.messages, emulator.Message{ChatID: 5, Text: "hello"}) }, "not from an order"},
 		{"missing dead letter", func(r *report) { r.dead = nil }, "0 dead letters, want 1"},
-		{"wrong reason", func(r *report) { r.dead[0].reason = "max_attempts" }, "want blocked"},
+		{"wrong reason", func(r *report) { r.dead[0].Reason = "max_attempts" }, "want blocked"},
 		{"delivered order dead-lettered", func(r *report) {
-			r.dead = append(r.dead, deadLetter{seq: 2, key: shop.NotificationKey("A-1"), reason: "max_attempts"})
+			r.dead = append(r.dead, system.DeadLetter{Seq: 2, Key: shop.NotificationKey("A-1"), Reason: "max_attempts"})
 		}, "want delivered"},
 		{"request inside a pause", func(r *report) { r.emuStats.InAnyPause = 1 }, "inside a 429 pause"},
-		{"created twice", func(r *report) { r.placements["A-1"] = placement{created: 2, createdAt: time.Now()} }, "created 2 times"},
+		{"created twice", func(r *report) { r.placements["A-1"] = system.Placement{Created: 2, CreatedAt: time.Now()} }, "created 2 times"},
 		{"not drained", func(r *report) { r.ackPending = 3 }, "3 unacknowledged"},
 	}
 	for _, tt := range tests {
@@ -159,52 +160,6 @@ func TestReportProcessesFail(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	var ds []time.Duration
-	for i := 1; i <= 100; i++ {
-		ds = append(ds, time.Duration(i)*time.Millisecond)
-	}
-	for _, tt := range []struct {
-		p    float64
-		want time.Duration
-	}{{50, 50 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {1, time.Millisecond}} {
-		if got := percentile(ds, tt.p); got != tt.want {
-			t.Errorf("p%v: got %v, want %v", tt.p, got, tt.want)
-		}
-	}
-}
-
-func TestWriteNATSConfig(t *testing.T) {
-	dir := t.TempDir()
-	out := filepath.Join(dir, "nats.conf")
-	if err := writeNATSConfig("../../configs/nats-server.conf", out, 14222, 18222, filepath.Join(dir, "store")); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(b)
-	for _, want := range []string{"listen: 127.0.0.1:14222", "http: 127.0.0.1:18222", `store_dir: "` + filepath.Join(dir, "store") + `"`, "sync_interval: always"} {
-		if !strings.Contains(conf, want) {
-			t.Errorf("generated configuration lacks %q", want)
-		}
-	}
-	if strings.Contains(conf, "/var/lib/nats") {
-		t.Error("generated configuration still points at /var/lib/nats")
-	}
-	if err := writeNATSConfig(out+".missing", out, 1, 2, dir); err == nil {
-		t.Error("a missing source file: got nil error")
-	}
-	bad := filepath.Join(dir, "bad.conf")
-	if err := os.WriteFile(bad, []byte("port: 4222\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeNATSConfig(bad, out, 1, 2, dir); err == nil || !strings.Contains(err.Error(), "no line matches") {
-		t.Errorf("a file without listen/http/store_dir: got %v, want an error naming the missing line", err)
 	}
 }
 

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tgnotify/tgnotify/internal/procs"
+	"github.com/tgnotify/tgnotify/internal/system"
 )
 
 // The emulated Telegram: which chats exist and how they misbehave.
@@ -60,13 +59,13 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 		return nil, err
 	}
 	db := filepath.Join(dataDir, "shop.db")
-	clean := cleanEnv()
+	clean := system.CleanEnv()
 
 	// NATS, from the committed configuration with demo addresses.
 	var natsProc *procs.Process
 	natsProc, err = d.startProcess(ctx, 2, func(ports []int) (procs.Spec, string, error) {
 		conf := filepath.Join(d.cfg.dir, "nats-server.conf")
-		if err := writeNATSConfig(d.cfg.natsConfig, conf, ports[0], ports[1], filepath.Join(dataDir, "nats")); err != nil {
+		if err := system.WriteNATSConfig(d.cfg.natsConfig, conf, ports[0], ports[1], filepath.Join(dataDir, "nats")); err != nil {
 			return procs.Spec{}, "", err
 		}
 		s.natsURL = "nats://" + procs.Addr(ports[0])
@@ -153,43 +152,22 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 	return s, nil
 }
 
-// maxStartAttempts bounds how often a process is started again after losing
-// the race for a free port to another program.
-const maxStartAttempts = 3
-
-// startProcess starts the process that build describes on nports fresh loopback
-// ports and waits for its readiness URL. A start that fails because a port
-// was taken in the meantime is retried on new ports.
+// startProcess starts the process that build describes on nports fresh
+// loopback ports, announces it, and waits for its readiness URL (see
+// procs.Supervisor.Launch).
 func (d *demo) startProcess(ctx context.Context, nports int, build func(ports []int) (procs.Spec, string, error)) (*procs.Process, error) {
-	for attempt := 1; ; attempt++ {
-		ports, err := procs.FreePorts(nports)
-		if err != nil {
-			return nil, err
-		}
-		spec, readyURL, err := build(ports)
-		if err != nil {
-			return nil, err
-		}
-		spec.StopTimeout = d.cfg.stopWait
-		p, err := d.stack.sup.Start(spec)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(d.out, "started %-16s pid %-7d log %s\n", spec.Name, p.Pid(), d.rel(p.LogPath()))
-		err = p.WaitReady(ctx, readyURL, d.cfg.readyWait)
-		if err == nil {
-			return p, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if attempt < maxStartAttempts && p.AddrInUse() {
-			fmt.Fprintf(d.out, "%s lost its port to another program; starting it again\n", spec.Name)
-			_ = p.Stop()
-			continue
-		}
-		return nil, err
-	}
+	return d.stack.sup.Launch(ctx, procs.Launch{
+		Ports: nports,
+		Build: func(ports []int) (procs.Spec, string, error) {
+			spec, url, err := build(ports)
+			spec.StopTimeout = d.cfg.stopWait
+			return spec, url, err
+		},
+		ReadyTimeout: d.cfg.readyWait,
+		Started: func(p *procs.Process) {
+			fmt.Fprintf(d.out, "started %-16s pid %-7d log %s\n", p.Name(), p.Pid(), d.rel(p.LogPath()))
+		},
+	})
 }
 
 // stop stops the processes in order and returns one line per process.
@@ -205,15 +183,9 @@ func (s *stack) stop() (lines []string, failed bool) {
 			order = append(order, all[i])
 		}
 	}
+	lines, failed = procs.StopInOrder(order)
 	for _, p := range order {
 		stopped[p] = true
-		start := time.Now()
-		if err := p.Stop(); err != nil {
-			failed = true
-			lines = append(lines, fmt.Sprintf("%-16s FAILED: %v", p.Name(), err))
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("%-16s stopped cleanly in %v", p.Name(), time.Since(start).Round(time.Millisecond)))
 	}
 	for _, p := range s.sup.Processes() { // any left behind by a failed start
 		if !stopped[p] {
@@ -225,70 +197,7 @@ func (s *stack) stop() (lines []string, failed bool) {
 }
 
 // leftovers returns the processes this demo started that still exist.
-func (s *stack) leftovers() []string {
-	var out []string
-	for _, p := range s.sup.Processes() {
-		select {
-		case <-p.Done():
-		default:
-			out = append(out, fmt.Sprintf("%s (pid %d)", p.Name(), p.Pid()))
-		}
-	}
-	return out
-}
-
-// listenLine, httpLine and storeDirLine are the settings of the committed
-// nats-server.conf the demo replaces.
-var (
-	listenLine   = regexp.MustCompile(`(?m)^listen:.*$`)
-	httpLine     = regexp.MustCompile(`(?m)^http:.*$`)
-	storeDirLine = regexp.MustCompile(`(?m)^(\s*)store_dir:.*$`)
-)
-
-// writeNATSConfig copies the nats-server configuration at from to to, with
-// the client and monitoring addresses and the JetStream store directory
-// replaced. Everything else, sync_interval included, is the production
-// file's.
-func writeNATSConfig(from, to string, clientPort, monitorPort int, storeDir string) error {
-	b, err := os.ReadFile(from)
-	if err != nil {
-		return fmt.Errorf("reading the nats-server configuration: %w", err)
-	}
-	conf := string(b)
-	for _, r := range []struct {
-		re   *regexp.Regexp
-		with string
-	}{
-		{listenLine, "listen: " + procs.Addr(clientPort)},
-		{httpLine, "http: " + procs.Addr(monitorPort)},
-		{storeDirLine, "${1}store_dir: " + strconv.Quote(storeDir)},
-	} {
-		if !r.re.MatchString(conf) {
-			return fmt.Errorf("%s: no line matches %s; the demo cannot set its addresses", from, r.re)
-		}
-		conf = r.re.ReplaceAllString(conf, r.with)
-	}
-	header := "# Generated by the demo from " + from + "; addresses and store_dir replaced.\n"
-	return os.WriteFile(to, []byte(header+conf), 0o644)
-}
-
-// cleanEnv lists the environment variables of the daemons' own settings
-// that are set in the demo's environment: the children must not inherit
-// them, or a developer's exported PUBLISHER_NATS would steer the demo
-// elsewhere. TELEGRAM_BOT_TOKEN is dropped too, except for the worker with
-// the real Telegram, which gets it back explicitly.
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		for _, prefix := range []string{"PUBLISHER_", "TELEGRAM_WORKER_", "SHOP_", "EMULATOR_"} {
-			if strings.HasPrefix(name, prefix) {
-				out = append(out, name)
-			}
-		}
-	}
-	return append(out, "NATS_URL", "TELEGRAM_BOT_TOKEN")
-}
+func (s *stack) leftovers() []string { return s.sup.Leftovers() }
 
 // without returns names minus drop.
 func without(names []string, drop string) []string {

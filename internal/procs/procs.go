@@ -124,7 +124,11 @@ func (s *Supervisor) Processes() []*Process {
 // Start starts the process spec describes, with its standard output and
 // error appended to <dir>/<Name>.log. It returns once the process runs; use
 // [Process.WaitReady] to wait until it serves.
-func (s *Supervisor) Start(spec Spec) (*Process, error) {
+func (s *Supervisor) Start(spec Spec) (*Process, error) { return s.start(spec, false) }
+
+// start starts spec; launching marks the process as being launched (see
+// Launch) from before it can exit.
+func (s *Supervisor) start(spec Spec, launching bool) (*Process, error) {
 	if spec.Name == "" || strings.ContainsAny(spec.Name, `/\`) {
 		return nil, fmt.Errorf("procs: invalid process name %q", spec.Name)
 	}
@@ -158,7 +162,7 @@ func (s *Supervisor) Start(spec Spec) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", spec.Name, err)
 	}
-	p := &Process{spec: spec, cmd: cmd, logPath: logPath, sup: s, done: make(chan struct{})}
+	p := &Process{spec: spec, cmd: cmd, logPath: logPath, sup: s, done: make(chan struct{}), launching: launching}
 	s.procs = append(s.procs, p)
 	s.log.Debug("started", "name", spec.Name, "pid", cmd.Process.Pid, "log", logPath)
 	go p.wait()
@@ -167,6 +171,9 @@ func (s *Supervisor) Start(spec Spec) (*Process, error) {
 
 // processEnded records an exit nobody asked for.
 func (s *Supervisor) processEnded(p *Process, err error) {
+	if p.exitWhileLaunching() {
+		return // Launch reports it, or reports it when it ends (endLaunch)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || p.stopRequested() {
@@ -224,6 +231,10 @@ type Process struct {
 	stopping bool
 	killed   bool
 	err      error // from Wait, set before done is closed
+	// launching is set while Launch waits for the process to be ready:
+	// an exit then is Launch's error to return, not a failure to report,
+	// unless Launch ends without retrying (endLaunch).
+	launching, exitedLaunching bool
 }
 
 // Name returns the process's Spec.Name.

@@ -1,0 +1,167 @@
+// Package system holds what the demo (examples/demo) and the chaos harness
+// (internal/chaos) share about running the whole tgnotify system as real
+// processes: the nats-server configuration derived from the shipped file, the
+// environment the children must not inherit, and reading the system's state
+// back — the daemons' JSON and Prometheus endpoints, the worker's consumer,
+// the NOTIFY and NOTIFY_DEAD streams and the delivery records.
+//
+// Process supervision itself is internal/procs.
+package system
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/tgnotify/tgnotify/internal/procs"
+)
+
+// listenLine, httpLine and storeDirLine are the settings of the shipped
+// nats-server.conf that WriteNATSConfig replaces.
+var (
+	listenLine   = regexp.MustCompile(`(?m)^listen:.*$`)
+	httpLine     = regexp.MustCompile(`(?m)^http:.*$`)
+	storeDirLine = regexp.MustCompile(`(?m)^(\s*)store_dir:.*$`)
+)
+
+// WriteNATSConfig copies the nats-server configuration at from to to, with
+// the client and monitoring addresses (on 127.0.0.1) and the JetStream store
+// directory replaced. Everything else, sync_interval included, is the
+// production file's.
+func WriteNATSConfig(from, to string, clientPort, monitorPort int, storeDir string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return fmt.Errorf("reading the nats-server configuration: %w", err)
+	}
+	conf := string(b)
+	for _, r := range []struct {
+		re   *regexp.Regexp
+		with string
+	}{
+		{listenLine, "listen: " + procs.Addr(clientPort)},
+		{httpLine, "http: " + procs.Addr(monitorPort)},
+		{storeDirLine, "${1}store_dir: " + strconv.Quote(storeDir)},
+	} {
+		if !r.re.MatchString(conf) {
+			return fmt.Errorf("%s: no line matches %s; cannot set the addresses", from, r.re)
+		}
+		conf = r.re.ReplaceAllString(conf, r.with)
+	}
+	header := "# Generated from " + from + "; addresses and store_dir replaced.\n"
+	return os.WriteFile(to, []byte(header+conf), 0o644)
+}
+
+// CleanEnv lists the environment variables of the daemons' own settings
+// that are set in this process's environment, plus NATS_URL and
+// TELEGRAM_BOT_TOKEN: children started for a demo or a test must not inherit
+// them, or a developer's exported PUBLISHER_NATS would steer them elsewhere.
+// Pass it as [procs.Spec.Unset].
+func CleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		for _, prefix := range []string{"PUBLISHER_", "TELEGRAM_WORKER_", "SHOP_", "EMULATOR_"} {
+			if strings.HasPrefix(name, prefix) {
+				out = append(out, name)
+			}
+		}
+	}
+	return append(out, "NATS_URL", "TELEGRAM_BOT_TOKEN")
+}
+
+// GetJSON GETs url and decodes its JSON body into v. A status other than 200
+// is an error.
+func GetJSON(ctx context.Context, c *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("decoding %s: %w", url, err)
+	}
+	return nil
+}
+
+// ScrapeGauge reads one unlabelled gauge from a Prometheus text endpoint.
+func ScrapeGauge(ctx context.Context, c *http.Client, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := tp.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, fmt.Errorf("parsing %s: %w", url, err)
+	}
+	mf, ok := families[name]
+	if !ok || len(mf.GetMetric()) == 0 || mf.GetMetric()[0].GetGauge() == nil {
+		return 0, fmt.Errorf("%s has no gauge %s", url, name)
+	}
+	return mf.GetMetric()[0].GetGauge().GetValue(), nil
+}
+
+// Percentile returns the p-th percentile (nearest rank) of ds, rounded to
+// the millisecond; zero for no durations.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)].Round(time.Millisecond)
+}
+
+// PrepareDir empties dir if it is empty or was prepared before with the
+// same marker file (an earlier run's), creates it, and marks it with marker
+// so the next run may empty it. A directory holding anything else is refused:
+// owner names the tool in the error ("demo", "chaos run").
+func PrepareDir(dir, marker, owner string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, marker)); err != nil {
+			return fmt.Errorf("-dir %s is not empty and not an earlier %s's (no %s); choose another directory", dir, owner, marker)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("emptying %s: %w", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, marker), []byte("tgnotify "+owner+" directory: emptied by the next "+owner+"\n"), 0o644)
+}
