@@ -15,6 +15,13 @@ TEST_TIMEOUT ?= 25m
 DAEMONS := publisher telegram-worker botapi-emulator shop
 # Extra flags of `make demo`, e.g. DEMO_FLAGS="-orders 1000 -keep"; `bin/demo -h` lists them.
 DEMO_FLAGS  ?=
+# Extra flags of `make bench`, e.g. BENCH_FLAGS="-only 1,2 -runs 7"; `bin/bench -h` lists them.
+BENCH_FLAGS ?=
+# Extra flags of `make chaos`, e.g. CHAOS_FLAGS="-seed 42"; `bin/chaos -h` lists them.
+# CHAOS_SHORT=1 in the environment selects the short run CI uses.
+CHAOS_FLAGS ?=
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME    ?= 3m
 
 .DEFAULT_GOAL := help
 
@@ -47,6 +54,21 @@ test: build ## Vet and run the whole test suite with the race detector (the READ
 demo: build ## Run the whole system on this machine: a burst of orders, live progress, a report (DEMO_FLAGS="-orders 1000").
 	$(BIN)/demo $(DEMO_FLAGS)
 
+.PHONY: chaos
+chaos: build ## Fault injection on the real binaries, then invariant checks (CHAOS_SHORT=1: ~4 min; default ~30 min; CHAOS_FLAGS="-seed N").
+	$(BIN)/chaos $(CHAOS_FLAGS)
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 3m) with one worker; new failures land in testdata/fuzz.
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodePayload$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/outbox
+	$(GO) test -run='^$$' -fuzz='^FuzzValidate$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/outbox
+	$(GO) test -run='^$$' -fuzz='^FuzzParseResponse$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/botapi
+
+.PHONY: bench
+bench: build ## Run the benchmark suite (~15 min on 2 cores); writes BENCHMARKS.md and docs/bench/ (BENCH_FLAGS="-only 2,5").
+	$(BIN)/bench -out BENCHMARKS.md -plots docs/bench -results docs/bench/results.json \
+		-command 'make bench$(if $(BENCH_FLAGS), BENCH_FLAGS="$(BENCH_FLAGS)")' $(BENCH_FLAGS)
+
 .PHONY: lint
 lint: ## gofmt check, go vet and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -55,4 +77,4 @@ lint: ## gofmt check, go vet and staticcheck.
 
 .PHONY: clean
 clean: ## Remove ./bin and demo/bench scratch directories.
-	rm -rf $(BIN) .demo .bench
+	rm -rf $(BIN) .demo .bench .chaos

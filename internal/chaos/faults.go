@@ -1,0 +1,376 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tgnotify/tgnotify/internal/system"
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+)
+
+// KillRecord is one SIGKILL of a daemon.
+type KillRecord struct {
+	Process string
+	Pid     int
+	// At is the moment of the signal.
+	At time.Time
+}
+
+// NATSRestart is one restart of nats-server.
+type NATSRestart struct {
+	Hard     bool
+	Down, Up time.Time
+}
+
+// OutageRecord is one Telegram outage as it happened.
+type OutageRecord struct {
+	Outage     emulator.Outage
+	Start, End time.Time
+	// Failing counts the requests the outage made fail, from the
+	// emulator's counters (requests hit by 5xx, json5xx, drop and
+	// blackhole; deliveries whose answer was dropped for deliver-drop;
+	// none for slow).
+	Failing int64
+	// Lives is how long each worker process overlapped the outage.
+	Lives []time.Duration
+}
+
+// PauseRecord is one scripted 429.
+type PauseRecord struct {
+	Pause emulator.PauseRequest
+	At    time.Time
+}
+
+// timeline is what the fault runner did, with wall-clock times comparable
+// with the emulator's record (same machine, same clock).
+type timeline struct {
+	mu          sync.Mutex
+	kills       []KillRecord
+	natsRestart []NATSRestart
+	outages     []OutageRecord
+	pauses      []PauseRecord
+	blocks      map[int64]time.Time
+	standby     int      // times the standby was started
+	problems    []string // fault actions that could not be carried out
+}
+
+func (t *timeline) addKill(k KillRecord) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.kills = append(t.kills, k)
+}
+
+func (t *timeline) problem(format string, a ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.problems = append(t.problems, fmt.Sprintf(format, a...))
+}
+
+// injector carries out a plan's events against the system under test.
+type injector struct {
+	s     *sut
+	tl    *timeline
+	log   io.Writer // one line per fault
+	start time.Time // start of the fault phase
+	logMu sync.Mutex
+}
+
+// logf writes a fault line with the offset from the start of the phase.
+func (in *injector) logf(format string, a ...any) {
+	in.logMu.Lock()
+	defer in.logMu.Unlock()
+	fmt.Fprintf(in.log, "%8.1fs  %s\n", time.Since(in.start).Seconds(), fmt.Sprintf(format, a...))
+}
+
+// run executes the events until ctx ends, one goroutine per track so that a
+// slow restart on one track does not delay the others. When ctx ends every
+// track finishes its current fault (a killed process is started again at
+// once, an outage is ended), so the system is whole when run returns.
+func (in *injector) run(ctx context.Context, events []Event) {
+	tracks := map[string][]Event{}
+	for _, e := range events {
+		var t string
+		switch e.Kind {
+		case KillPublisher:
+			t = "publisher"
+		case KillWorker, StartStandby, StopStandby:
+			t = "worker"
+		case RestartNATS:
+			t = "nats"
+		case TelegramOutage, RateLimitStorm:
+			t = "telegram"
+		case BlockChat:
+			t = "block"
+		}
+		tracks[t] = append(tracks[t], e)
+	}
+	var wg sync.WaitGroup
+	for _, evs := range tracks {
+		wg.Go(func() {
+			for _, e := range evs {
+				if !in.waitUntil(ctx, e.At) {
+					return
+				}
+				in.do(ctx, e)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// waitUntil waits for the offset at, reporting false if ctx ended first.
+func (in *injector) waitUntil(ctx context.Context, at time.Duration) bool {
+	t := time.NewTimer(time.Until(in.start.Add(at)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// do carries out one event. Restarts use a context that outlives ctx, so a
+// process killed just before the end of the phase is still brought back.
+func (in *injector) do(ctx context.Context, e Event) {
+	restartCtx := context.WithoutCancel(ctx)
+	switch e.Kind {
+	case KillPublisher:
+		pid, at, ok := in.s.kill(namePublisher)
+		if !ok {
+			return
+		}
+		in.tl.addKill(KillRecord{Process: namePublisher, Pid: pid, At: at})
+		pause(ctx, e.Delay)
+		if err := in.s.startPublisher(restartCtx); err != nil {
+			in.tl.problem("restarting the publisher: %v", err)
+			return
+		}
+		in.logf("killed publisher (pid %d), back after %v", pid, time.Since(at).Round(time.Millisecond))
+
+	case KillWorker:
+		i := in.pickWorker(ctx, e.Pick)
+		if i < 0 {
+			return
+		}
+		name := workerName(i)
+		pid, at, ok := in.s.kill(name)
+		if !ok {
+			return
+		}
+		in.tl.addKill(KillRecord{Process: name, Pid: pid, At: at})
+		pause(ctx, e.Delay)
+		if err := in.s.startWorker(restartCtx, i); err != nil {
+			in.tl.problem("restarting %s: %v", name, err)
+			return
+		}
+		in.logf("killed %s (pid %d), back after %v", name, pid, time.Since(at).Round(time.Millisecond))
+
+	case StartStandby:
+		if in.s.proc(workerName(1)) != nil {
+			return
+		}
+		if err := in.s.startWorker(restartCtx, 1); err != nil {
+			in.tl.problem("starting the standby: %v", err)
+			return
+		}
+		in.tl.mu.Lock()
+		in.tl.standby++
+		in.tl.mu.Unlock()
+		in.logf("started %s (two workers: one pinned, one standby)", workerName(1))
+
+	case StopStandby:
+		if err := in.s.stopWorker(1); err != nil {
+			in.tl.problem("stopping %s: %v", workerName(1), err)
+			return
+		}
+		in.logf("stopped %s with SIGTERM", workerName(1))
+
+	case RestartNATS:
+		down := time.Now()
+		if err := in.s.stopNATS(e.Hard); err != nil {
+			in.tl.problem("stopping nats-server: %v", err)
+		}
+		pause(ctx, e.Delay)
+		if err := in.s.startNATS(restartCtx); err != nil {
+			in.tl.problem("restarting nats-server: %v", err)
+			return
+		}
+		r := NATSRestart{Hard: e.Hard, Down: down, Up: time.Now()}
+		in.tl.mu.Lock()
+		in.tl.natsRestart = append(in.tl.natsRestart, r)
+		in.tl.mu.Unlock()
+		how := "SIGTERM"
+		if e.Hard {
+			how = "SIGKILL"
+		}
+		in.logf("restarted nats-server (%s), down %v", how, r.Up.Sub(r.Down).Round(time.Millisecond))
+
+	case TelegramOutage:
+		in.outage(ctx, e.Outage)
+
+	case RateLimitStorm:
+		for _, p := range e.Pauses {
+			if err := in.control(restartCtx, http.MethodPost, "/emulator/ratelimit", p.Pause); err != nil {
+				in.tl.problem("opening a 429 pause: %v", err)
+				continue
+			}
+			in.tl.mu.Lock()
+			in.tl.pauses = append(in.tl.pauses, PauseRecord{Pause: p.Pause, At: time.Now()})
+			in.tl.mu.Unlock()
+			in.logf("429 scripted: scope %s chat %d retry_after %ds", p.Pause.Scope, p.Pause.ChatID, p.Pause.RetryAfter)
+			pause(ctx, p.After)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+
+	case BlockChat:
+		if err := in.control(restartCtx, http.MethodPost, "/emulator/chats/"+strconv.FormatInt(e.Chat, 10)+"/block", nil); err != nil {
+			in.tl.problem("blocking chat %d: %v", e.Chat, err)
+			return
+		}
+		in.tl.mu.Lock()
+		if in.tl.blocks == nil {
+			in.tl.blocks = map[int64]time.Time{}
+		}
+		in.tl.blocks[e.Chat] = time.Now()
+		in.tl.mu.Unlock()
+		in.logf("chat %d blocked the bot", e.Chat)
+	}
+}
+
+// pickWorker chooses the worker to kill: with two running, the active one
+// when pick < 0.75, else the other.
+func (in *injector) pickWorker(ctx context.Context, pick float64) int {
+	running := []int{}
+	for i := range 2 {
+		if in.s.proc(workerName(i)) != nil {
+			running = append(running, i)
+		}
+	}
+	switch len(running) {
+	case 0:
+		return -1
+	case 1:
+		return running[0]
+	}
+	active := in.s.activeWorker(ctx)
+	if active < 0 {
+		return running[int(pick*2)%2]
+	}
+	if pick < 0.75 {
+		return active
+	}
+	return 1 - active
+}
+
+// outage runs one Telegram outage and measures the requests it failed.
+func (in *injector) outage(ctx context.Context, o emulator.Outage) {
+	bg := context.WithoutCancel(ctx)
+	before, err := in.stats(bg)
+	if err != nil {
+		in.tl.problem("reading emulator stats: %v", err)
+		return
+	}
+	start := time.Now()
+	if err := in.control(bg, http.MethodPost, "/emulator/outage", o); err != nil {
+		in.tl.problem("starting an outage: %v", err)
+		return
+	}
+	pause(ctx, o.Duration)
+	if err := in.control(bg, http.MethodDelete, "/emulator/outage", nil); err != nil {
+		in.tl.problem("ending an outage: %v", err)
+	}
+	end := time.Now()
+	after, err := in.stats(bg)
+	if err != nil {
+		in.tl.problem("reading emulator stats: %v", err)
+		return
+	}
+	rec := OutageRecord{Outage: o, Start: start, End: end, Lives: in.s.livesDuring(start, end)}
+	switch o.Mode {
+	case emulator.FaultSlow:
+	case emulator.FaultDeliverDrop:
+		rec.Failing = after.Dropped - before.Dropped
+	default:
+		rec.Failing = after.Faulted - before.Faulted
+	}
+	in.tl.mu.Lock()
+	in.tl.outages = append(in.tl.outages, rec)
+	in.tl.mu.Unlock()
+	detail := ""
+	if o.Probability < 1 {
+		detail = fmt.Sprintf(" (%.0f%% of requests)", o.Probability*100)
+	}
+	in.logf("Telegram outage %s%s for %v: %d requests failed", o.Mode, detail, end.Sub(start).Round(time.Millisecond), rec.Failing)
+}
+
+// stats reads the emulator's counters.
+func (in *injector) stats(ctx context.Context) (emulator.Stats, error) {
+	var st emulator.Stats
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := system.GetJSON(ctx, in.s.client, in.s.emulatorURL+"/emulator/stats", &st)
+	return st, err
+}
+
+// control calls an emulator control endpoint with an optional JSON body.
+func (in *injector) control(ctx context.Context, method, path string, body any) error {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, in.s.emulatorURL+path, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := in.s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
+	}
+	return nil
+}
+
+// breakerBound is the most requests an outage of the given overlap with
+// each worker process may fail: per process, the requests in flight and
+// launched until the breaker opens (max-in-flight + breaker-failures − 1),
+// one getMe at start, and one half-open probe per breaker-open period.
+func breakerBound(w WorkerSettings, lives []time.Duration) int64 {
+	var n int64
+	for _, d := range lives {
+		probes := int64(math.Ceil(d.Seconds() / w.BreakerOpen.Seconds()))
+		n += int64(w.MaxInFlight+w.BreakerFailures-1) + 1 + probes
+	}
+	return n
+}

@@ -1,0 +1,83 @@
+package chaos
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+)
+
+func TestPlanIsDeterministic(t *testing.T) {
+	c := ShortConfig()
+	c.Seed = 42
+	a, b := NewPlan(c), NewPlan(c)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two plans from one seed differ")
+	}
+	c.Seed = 43
+	if reflect.DeepEqual(a.Events, NewPlan(c).Events) {
+		t.Fatal("plans from different seeds are equal")
+	}
+}
+
+func TestPlanShape(t *testing.T) {
+	for _, c := range []Config{ShortConfig(), LongConfig()} {
+		t.Run(c.Name, func(t *testing.T) {
+			p := NewPlan(c)
+			if want := int(c.FaultPhase.Seconds() * c.OrderRate); len(p.Orders) != want {
+				t.Errorf("%d orders, want %d", len(p.Orders), want)
+			}
+			perChat := map[int64]int{}
+			var prev time.Duration
+			for _, o := range p.Orders {
+				if o.At < prev || o.At >= c.FaultPhase {
+					t.Fatalf("order %s at %v: out of order or after the phase", o.Order.ID, o.At)
+				}
+				prev = o.At
+				if err := o.Order.Validate(); err != nil {
+					t.Fatalf("order %s is invalid: %v", o.Order.ID, err)
+				}
+				perChat[o.Order.ChatID]++
+			}
+			for _, chat := range []int64{migratedGroup, plainGroup} {
+				if perChat[chat] < 2 {
+					t.Errorf("group %d gets %d orders, want several", chat, perChat[chat])
+				}
+			}
+			if !slices.IsSortedFunc(p.Events, func(a, b Event) int { return int(a.At - b.At) }) {
+				t.Error("events are not sorted")
+			}
+			for _, e := range p.Events {
+				if e.At < 0 || e.At >= c.FaultPhase {
+					t.Errorf("%v at %v is outside the fault phase", e.Kind, e.At)
+				}
+				if e.Kind == TelegramOutage {
+					if e.Outage.Mode == emulator.FaultSlow && e.Outage.Delay >= c.Worker.RequestTimeout {
+						t.Errorf("slow outage delay %v reaches the request timeout", e.Outage.Delay)
+					}
+				}
+			}
+			minimum := int(c.FaultPhase / c.WorkerKillEvery / 2)
+			for _, k := range []Kind{KillPublisher, KillWorker} {
+				if n := p.count(k); n < minimum {
+					t.Errorf("%d × %v, want at least %d", n, k, minimum)
+				}
+			}
+			for _, k := range []Kind{RestartNATS, TelegramOutage, RateLimitStorm, StartStandby} {
+				if p.count(k) == 0 {
+					t.Errorf("no %v", k)
+				}
+			}
+			if p.count(BlockChat) != c.RuntimeBlocks || len(p.RuntimeBlocked) != c.RuntimeBlocks {
+				t.Errorf("%d blocks of %v, want %d", p.count(BlockChat), p.RuntimeBlocked, c.RuntimeBlocks)
+			}
+			for _, chat := range p.RuntimeBlocked {
+				if perChat[chat] == 0 {
+					t.Logf("chat %d is blocked during the run but gets no orders", chat)
+				}
+			}
+		})
+	}
+}
