@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -187,4 +189,93 @@ func TestUnauthorizedHalts(t *testing.T) {
 	if info.NumAckPending+int(info.NumPending) != 5 {
 		t.Fatalf("consumer holds %d ack-pending and %d pending, want all 5 still in the stream", info.NumAckPending, info.NumPending)
 	}
+}
+
+// outageAfterSend is a Bot API client that takes NATS down right after
+// Telegram accepted the first message, before the worker can record it.
+type outageAfterSend struct {
+	delivery.Sender
+	once sync.Once
+	down func()
+}
+
+func (o *outageAfterSend) SendMessage(ctx context.Context, p botapi.SendMessageParams) (*botapi.Message, error) {
+	m, err := o.Sender.SendMessage(ctx, p)
+	if err == nil {
+		o.once.Do(o.down)
+	}
+	return m, err
+}
+
+// Telegram accepts a message and NATS goes down before the worker records
+// it: the worker writes the record once NATS is back, so that no worker —
+// the standby that may be pinned after the restart, or this one after a
+// crash — sends it again. Found by the chaos suite: the record was tried
+// three times within 300 ms and then given up, and only this process's
+// memory knew the message was sent.
+func TestDeliveryIsRecordedAfterANATSOutage(t *testing.T) {
+	lim, cfg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	// The daemon's connection: publishes fail at once while NATS is down
+	// (no reconnect buffer), so the record cannot be written then.
+	nc, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: env.NATS.URL()}, env.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	down := make(chan struct{})
+	api := &outageAfterSend{Sender: env.Client(testenv.Token), down: func() {
+		env.NATS.Shutdown()
+		// Return only once the worker's connection knows, so the record's
+		// tries fail at once rather than wait for a PubAck.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for deadline := time.Now().Add(5 * time.Second); nc.IsConnected() && time.Now().Before(deadline); {
+			<-tick.C
+		}
+		close(down)
+	}}
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, API: api, NC: nc})
+	env.Publish(note("order:1:accepted", 100, "hello"))
+	waitDelivered(t, env, 1)
+	<-down
+	natstest.WaitFor(t, 10*time.Second, func() bool { return counter(t, w, "tgnotify_worker_record_errors_total") >= 1 },
+		"the first tries of the record to fail")
+	env.NATS.Start(t)
+	natstest.WaitFor(t, 15*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		keys, err := w.Resources.Delivered.ListKeys(ctx)
+		if err != nil {
+			return false
+		}
+		n := 0
+		for range keys.Keys() {
+			n++
+		}
+		return n == 1
+	}, "the delivery recorded after NATS came back")
+	natstest.WaitFor(t, 15*time.Second, func() bool {
+		info, err := w.Resources.Consumer.Info(context.Background())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, "the message acked")
+	if got := env.Emu.Stats().Delivered; got != 1 {
+		t.Fatalf("%d deliveries, want 1", got)
+	}
+}
+
+// counter returns the value of an unlabelled counter of the worker's
+// registry, or -1 when it is not there.
+func counter(t *testing.T, w *testenv.Worker, name string) float64 {
+	t.Helper()
+	families, err := w.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) > 0 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return -1
 }

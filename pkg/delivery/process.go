@@ -220,9 +220,13 @@ func (w *Worker) chatDied(ctx context.Context, j *job, chat int64, d botapi.Deci
 		ChatEvent{ChatID: chat, Reason: d.Reason, Code: d.Code, Description: d.Description, Key: j.n.Key, At: at})
 }
 
-// delivered records the proof of delivery and then acks, each retried
-// briefly: a failure here is the one window in which a crash could send the
-// message twice, so it is logged and counted.
+// delivered records the proof of delivery and then acks. Until the record
+// is written, a crash of this worker sends the message twice: that window is
+// logged and counted. While JetStream does not answer, the record is tried
+// again until it is written or the worker stops, the message kept in flight
+// (its lane waits): the record is what stops every other worker — the
+// standby pinned after a NATS restart, this one after a crash — from
+// sending it again; this process's memory protects only itself.
 func (w *Worker) delivered(ctx context.Context, j *job, msg *botapi.Message, target int64, at time.Time) {
 	w.m.sent.Inc()
 	w.sent.Add(1)
@@ -234,9 +238,15 @@ func (w *Worker) delivered(ctx context.Context, j *job, msg *botapi.Message, tar
 	if msg != nil {
 		rec.MessageID = msg.MessageID
 	}
-	if err := retry(ctx, 3, func() error { return w.deliveries.record(ctx, rec) }); err != nil {
+	record := func() error { return w.deliveries.record(ctx, rec) }
+	if err := retry(ctx, 3, record); err != nil {
 		w.m.recordErrors.Inc()
-		w.log.Error("sent, but the delivery record could not be written", "key", j.n.Key, "err", err)
+		w.log.Error("sent, but the delivery record cannot be written yet; retrying until JetStream answers", "key", j.n.Key, "err", err)
+		if err := retryUntilDone(ctx, record); err != nil {
+			w.log.Error("sent, but the delivery record was not written before the worker stopped", "key", j.n.Key, "err", err)
+			return
+		}
+		w.log.Info("delivery record written after JetStream came back", "key", j.n.Key)
 	}
 	if meta, err := j.msg.Metadata(); err == nil && meta.NumDelivered > 1 {
 		if err := w.attempts.clear(ctx, j.n.Key); err != nil {
@@ -260,6 +270,26 @@ func (w *Worker) ack(ctx context.Context, j *job) {
 	}
 	for _, d := range j.dups {
 		_ = d.Ack()
+	}
+}
+
+// retryUntilDone runs f until it succeeds or ctx ends, waiting 100ms after
+// the first failure, doubling up to 2s.
+func retryUntilDone(ctx context.Context, f func() error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, 2*time.Second)
 	}
 }
 
