@@ -48,11 +48,10 @@ type sut struct {
 	emulatorURL string
 	shopURL     string
 
-	mu          sync.Mutex
-	procs       map[string]*procs.Process
-	ports       map[string]int // HTTP port of each daemon, kept across restarts
-	lives       []life         // worker processes, for the breaker bound
-	natsStopped bool
+	mu    sync.Mutex
+	procs map[string]*procs.Process
+	ports map[string]int // HTTP port of each daemon, kept across restarts
+	lives []life         // worker processes, for the breaker bound
 }
 
 // life is one run of a worker process.
@@ -259,9 +258,6 @@ func (s *sut) startNATS(ctx context.Context) error {
 		return err
 	}
 	s.set(nameNATS, p)
-	s.mu.Lock()
-	s.natsStopped = false
-	s.mu.Unlock()
 	return p.WaitReady(ctx, fmt.Sprintf("http://%s/healthz?js-enabled-only=true", procs.Addr(s.monPort)), s.cfg.ReadyTimeout)
 }
 
@@ -271,9 +267,6 @@ func (s *sut) stopNATS(hard bool) error {
 	if p == nil {
 		return nil
 	}
-	s.mu.Lock()
-	s.natsStopped = true
-	s.mu.Unlock()
 	if hard {
 		p.Kill()
 		return nil
