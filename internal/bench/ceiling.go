@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+)
+
+// paidLimit is Telegram's bot-wide limit with allow_paid_broadcast, the
+// reference of scenario 5.
+const paidLimit = 1000.0
+
+// ceilingFlags run the worker in paid-broadcast mode with limits far above
+// anything it can reach, so that only the worker itself limits the rate.
+func ceilingFlags(inFlight int) []string {
+	return []string{"-paid-broadcast", "-bot-rate", "1000000", "-chat-rate", "1000", "-max-in-flight", strconv.Itoa(inFlight)}
+}
+
+// ceiling is scenario 5: the worker's own ceiling with the limits off.
+func (r *runner) ceiling(ctx context.Context) []*Result {
+	var out []*Result
+	for _, v := range []struct {
+		id   string
+		sync serverSync
+		msgs int
+		runs int
+	}{
+		{"5", syncDefault, r.cfg.CeilingMessages, r.cfg.Runs},
+		{"5′", syncAlways, r.cfg.CeilingSyncMessages, r.cfg.SyncRuns},
+	} {
+		res := &Result{
+			ID: v.id, Title: fmt.Sprintf("Worker ceiling: %s messages, limits off, %s", group(int64(v.msgs)), v.sync),
+			Ours: "worker send rate", Reference: "Telegram's paid-broadcast limit",
+			Unit: "msg/s", RefUnit: "msg/s",
+			Goal: Goal{Text: "≥ 5×", Limit: 5},
+			ExtraColumns: []string{
+				"worker CPU µs/msg", "nats-server CPU µs/msg", "emulator CPU µs/msg",
+				fmt.Sprintf("CPU-bound ceiling on %d cores (msg/s)", runtime.NumCPU()),
+			},
+			Method: fmt.Sprintf("A fresh stack per run: nats-server (%s) holding %d notifications to distinct chats, "+
+				"published before the worker starts; the emulator in this process with its limits off and no latency; "+
+				"`bin/telegram-worker %s` (paid-broadcast mode, limits far above reach, %d requests in flight). "+
+				"Rate: (messages − 1) / (last − first send) from the emulator's timestamps; the run also checks that "+
+				"each message was sent once and that the consumer ends with nothing pending or unacknowledged. CPU per "+
+				"message: the worker process's CPU time (/proc/<pid>/stat, start to last ack) / messages; likewise the "+
+				"nats-server's and this process's (the emulator) over the same span. Their sum bounds what %d cores "+
+				"can do: cores / (sum of CPU per message).",
+				v.sync, v.msgs, strings.Join(ceilingFlags(r.cfg.CeilingInFlight), " "), r.cfg.CeilingInFlight, runtime.NumCPU()),
+		}
+		var cpu [3][]float64 // worker, nats-server, emulator: µs per message
+		out = append(out, r.measure(ctx, res, v.runs, func(ctx context.Context, run int) (RunFigures, error) {
+			f, c, err := r.ceilingRun(ctx, v.sync, run, v.msgs)
+			for i := range cpu {
+				cpu[i] = append(cpu[i], c[i])
+			}
+			return f, err
+		}))
+		if len(res.Runs) > 0 {
+			w, s, e := Summarize(cpu[0]).Median, Summarize(cpu[1]).Median, Summarize(cpu[2]).Median
+			cores := float64(runtime.NumCPU())
+			res.Notes = append(res.Notes, fmt.Sprintf("Median CPU per message: worker %.0f µs, nats-server %.0f µs, "+
+				"emulator %.0f µs, %.0f µs in all: %.0f cores can send at most %s msg/s, whatever the code's "+
+				"concurrency, and less while other work takes CPU. The emulator stands in for Telegram, which in "+
+				"production does not share the machine: without it the bound would be %s msg/s.",
+				w, s, e, w+s+e, cores, fmtNum(cores*1e6/(w+s+e)), fmtNum(cores*1e6/(w+s))))
+		}
+	}
+	return out
+}
+
+// ceilingRun measures one run. Besides the figures it returns the CPU per
+// message of the worker, the nats-server and the emulator, in µs.
+func (r *runner) ceilingRun(ctx context.Context, sync serverSync, run, n int) (f RunFigures, cpu [3]float64, err error) {
+	err = r.withStack(ctx, "ceiling", sync, func(st *stack) error {
+		if err := st.provision(ctx); err != nil {
+			return err
+		}
+		if err := st.startEmulator(emulator.Limits{}); err != nil {
+			return err
+		}
+		if err := preload(ctx, st, fmt.Sprintf("C%d-", run), n, func(i int) int64 { return int64(9_000_000 + i) }); err != nil {
+			return err
+		}
+		before := st.clocks()
+		if err := st.startWorker(ctx, r.bin("telegram-worker"), ceilingFlags(r.cfg.CeilingInFlight)...); err != nil {
+			return err
+		}
+		timeout := time.Duration(n)*time.Millisecond + 2*time.Minute // at 1000 msg/s, with room
+		if err := waitFor(ctx, timeout, "for every message to be sent", func() bool {
+			return st.emu.emu.Stats().Delivered >= int64(n)
+		}); err != nil {
+			return err
+		}
+		if err := waitFor(ctx, time.Minute, "for every message to be acknowledged", func() bool {
+			return consumerIdle(ctx, st.js)
+		}); err != nil {
+			return err
+		}
+		after := st.clocks()
+		worker, err := ProcessCPU(st.worker.Pid())
+		if err != nil {
+			return err
+		}
+		msgs := st.emu.emu.Messages()
+		if got := st.emu.emu.Stats().Delivered; got != int64(n) || len(msgs) != n {
+			return fmt.Errorf("the emulator accepted %d messages (%d kept), want each of %d once", got, len(msgs), n)
+		}
+		sends := sendTimes(msgs)
+		rate := rateOf(sends)
+		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+		w, s, e := per(worker), per(after.nats-before.nats), per(after.self-before.self)
+		cpu = [3]float64{w, s, e}
+		bound := float64(runtime.NumCPU()) * 1e6 / (w + s + e)
+		f = RunFigures{
+			Ours: rate, Reference: paidLimit, Ratio: ratio(rate, paidLimit),
+			Extra: []string{fmt.Sprintf("%.0f", w), fmt.Sprintf("%.0f", s), fmt.Sprintf("%.0f", e), fmt.Sprintf("%.0f", bound)},
+		}
+		return nil
+	})
+	return f, cpu, err
+}
