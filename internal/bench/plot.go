@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -116,6 +117,7 @@ func (p Plot) draw(path string) error {
 	pl.X.Label.Text = "seconds since the first send"
 	pl.Y.Label.Text = fmt.Sprintf("messages/s (%v bins)", s.Bin)
 	pl.X.Min, pl.X.Max = 0, xmax
+	pl.X.Tick.Marker = secondTicks(xmax)
 	pl.Y.Min, pl.Y.Max = 0, ymax
 	pl.Add(plotter.NewGrid())
 	pl.Legend.Top = true
@@ -172,4 +174,22 @@ func (p Plot) draw(path string) error {
 	pl.Legend.YOffs = -vg.Points(2)
 
 	return pl.Save(9*vg.Inch, 4*vg.Inch, path)
+}
+
+// secondTicks labels the time axis every 0.5, 1, 2, 5, 10, 20, 30 or 60
+// seconds, whichever gives at most a dozen labels up to xmax.
+func secondTicks(xmax float64) plot.ConstantTicks {
+	step := 60.0
+	for _, s := range []float64{0.5, 1, 2, 5, 10, 20, 30} {
+		if xmax/s <= 12 {
+			step = s
+			break
+		}
+	}
+	var ticks plot.ConstantTicks
+	for i := 0; float64(i)*step <= xmax; i++ {
+		x := float64(i) * step
+		ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)})
+	}
+	return ticks
 }
