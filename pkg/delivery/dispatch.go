@@ -52,6 +52,8 @@ func (w *Worker) dispatch(ctx context.Context) {
 		case <-w.state.changed:
 		case c := <-w.takeover:
 			w.onTakeoverCheck(c)
+		case <-w.pinLost:
+			w.onPinLost()
 		case <-keepalive.C:
 			w.keepAlive()
 		case <-housekeeping.C:
@@ -88,6 +90,12 @@ func (w *Worker) parkGrace() time.Duration { return w.cfg.AckWait + 10*time.Seco
 
 // onArrival places a delivered message in its chat's lane.
 func (w *Worker) onArrival(j *job) {
+	if j.pinEpoch < w.pinEpoch.Load() {
+		// Delivered while this worker was pinned, processed after it lost
+		// the pin: it goes back like the rest of what it held.
+		w.handBack(w.laneFor(j.chat), []*job{j})
+		return
+	}
 	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch {
 		w.startTakeoverCheck(j.received)
 	}
@@ -297,6 +305,10 @@ func (w *Worker) onResult(r result) {
 	switch r.kind {
 	case resDone, resDeadChat:
 	case resNoCall, resCanceled:
+		if j.pinEpoch < w.pinEpoch.Load() {
+			w.handBack(l, []*job{j}) // the pin moved while it was in flight
+			break
+		}
 		l.queue = append([]*job{j}, l.queue...)
 		if r.delay > 0 {
 			l.notBefore = r.at.Add(r.delay)
@@ -429,21 +441,52 @@ func (w *Worker) shutdown() {
 			more = false
 		}
 	}
-	returned := 0
-	for _, l := range w.lanes {
-		if len(l.queue) == 0 {
-			continue
-		}
-		if len(l.parked) > 0 {
-			w.park(l, l.queue, l.lastDeadline().Sub(w.now())+parkGap)
-		} else {
-			for _, j := range l.queue {
-				_ = j.msg.Nak()
-			}
-		}
-		returned += len(l.queue)
-		l.queue = nil
-	}
+	returned := w.handBackAll()
 	w.closePersist()
 	w.log.Info("worker stopped", "handed_back", returned)
+}
+
+// onPinLost runs when another worker was pinned: only the pinned worker
+// sends, because JetStream hands it what this one was delivered as soon as
+// it thinks their ack wait expired (at once after a nats-server restart),
+// and two workers holding one message send it twice, or a chat out of
+// order. So this worker hands back everything it holds, in order; requests
+// in flight finish, and what they leave over goes back too (onResult).
+// Messages already on their way to the dispatcher are handed back as they
+// arrive (onArrival).
+func (w *Worker) onPinLost() {
+	if n := w.handBackAll(); n > 0 {
+		w.log.Warn("another worker is pinned: handed back the messages this one held", "count", n)
+	}
+	for _, l := range w.lanes {
+		w.reschedule(l)
+	}
+}
+
+// handBackAll returns every queued message to the stream, lane by lane, and
+// reports how many.
+func (w *Worker) handBackAll() int {
+	n := 0
+	for _, l := range w.lanes {
+		n += len(l.queue)
+		w.handBack(l, l.queue)
+		l.queue = nil
+	}
+	return n
+}
+
+// handBack returns jobs of lane l (in stream order, none of them still
+// queued) to the stream: behind the lane's parked messages if it has any,
+// else at once, so they come back in order.
+func (w *Worker) handBack(l *lane, jobs []*job) {
+	if len(jobs) == 0 {
+		return
+	}
+	if len(l.parked) > 0 {
+		w.park(l, jobs, l.lastDeadline().Sub(w.now())+parkGap)
+		return
+	}
+	for _, j := range jobs {
+		_ = j.msg.Nak()
+	}
 }

@@ -301,3 +301,56 @@ func TestRepinnedWorkerWaitsForTheOthersMessages(t *testing.T) {
 		t.Fatalf("sent %d and %d: the pin did not move as the test needs", first.Stats().Sent, second.Stats().Sent)
 	}
 }
+
+// Only the pinned worker sends. When the pin moves away (a nats-server
+// restart does that; here an operator's unpin), the worker hands back what
+// it holds instead of sending it: JetStream may redeliver those messages to
+// the newly pinned worker (after a restart it redelivers at once what it
+// thinks has expired), and two workers holding one message send it twice
+// or out of order. Found by the long chaos run: after restarts of
+// nats-server the old pinned worker went on sending and a chat received
+// order 7723 before 7721.
+func TestWorkerThatLosesThePinHandsBackWhatItHolds(t *testing.T) {
+	lim, cfg := fastLimits()
+	cfg.ChatRate = 2 // the chat's messages wait their turn in the lane
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Second}
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Settings: settings})
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Settings: settings})
+	ctx := context.Background()
+	stream, err := env.JS.Stream(ctx, jetstream.StreamNotify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chat, n = 100, 16
+	for i := range n {
+		env.Publish(note(fmt.Sprintf("k:%d", i), chat, fmt.Sprint(i)))
+	}
+	holds := func(w *testenv.Worker) bool { s := w.Stats(); return s.Held+s.InFlight > 0 }
+	natstest.WaitFor(t, 5*time.Second, func() bool { return (holds(a) || holds(b)) && len(env.Emu.ChatMessages(chat)) >= 2 }, "the chat being sent")
+	first, second := a, b
+	if holds(b) {
+		first, second = b, a
+	}
+	if err := stream.UnpinConsumer(ctx, jetstream.ConsumerTelegram, jetstream.PriorityGroupTelegram); err != nil {
+		t.Fatal(err)
+	}
+	sentBefore := first.Stats().Sent
+	// Something must arrive for the server to pin the other worker.
+	env.Publish(note("k:trigger", 200, "trigger"))
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(env.Emu.ChatMessages(200)) == 1 }, "the other worker pinned")
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(chat)) == n }, "the chat delivered")
+	checkOrder(t, env, chat, n)
+	// A worker learns that it lost the pin when its pull request is
+	// refused, within one pull expiry (half the pinned TTL, 1s here): at
+	// 2 messages a second, at most 2 more and the one in flight.
+	if got := first.Stats().Sent; got > sentBefore+3 {
+		t.Errorf("the worker that lost the pin sent %d more of what it held (%d sent before)", got-sentBefore, sentBefore)
+	}
+	if second.Stats().Sent == 0 {
+		t.Error("the newly pinned worker sent nothing")
+	}
+	if got := env.Emu.Stats().Delivered; got != n+1 {
+		t.Errorf("%d deliveries, want %d", got, n+1)
+	}
+}

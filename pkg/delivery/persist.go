@@ -65,26 +65,64 @@ func (w *Worker) persist(op stateOp) {
 	}
 }
 
-// runPersister writes queued state changes until the channel is closed.
+// runPersister writes queued state changes, in order, until the channel is
+// closed.
 func (w *Worker) runPersister() {
 	defer close(w.persistDone)
 	for op := range w.persistCh {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := op.write(ctx, w.state); err != nil {
-			w.log.Warn("cannot write shared state", "err", err)
-		}
-		cancel()
+		w.writeState(op)
 	}
 }
 
-// closePersist flushes the queued writes, waiting at most 5 seconds.
+// writeState writes one state change, trying again while JetStream does not
+// answer (a NATS restart): a hold or a pause that is not written lets a
+// worker starting later — the standby, or this one restarted — send a
+// chat's later messages first, or send inside the pause. Later changes wait
+// behind it. It gives up only when the worker stops (closePersist).
+func (w *Worker) writeState(op stateOp) {
+	delay := 100 * time.Millisecond
+	failing := false
+	for {
+		ctx, cancel := context.WithTimeout(w.persistCtx, 5*time.Second)
+		err := op.write(ctx, w.state)
+		cancel()
+		switch {
+		case err == nil:
+			if failing {
+				w.log.Info("shared state written after JetStream came back")
+			}
+			return
+		case w.persistCtx.Err() != nil:
+			w.log.Warn("shared state not written before the worker stopped", "err", err)
+			return
+		case !failing:
+			w.log.Warn("cannot write shared state yet; retrying until JetStream answers", "err", err)
+			failing = true
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-w.persistCtx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// closePersist flushes the queued writes, waiting at most 5 seconds, then
+// abandons what is left.
 func (w *Worker) closePersist() {
 	close(w.persistCh)
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
 	select {
 	case <-w.persistDone:
-	case <-time.After(5 * time.Second):
+	case <-t.C:
 		w.log.Warn("shared state writes not flushed at shutdown")
+		w.stopPersist()
+		<-w.persistDone
 	}
+	w.stopPersist()
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -273,23 +273,22 @@ func (w *Worker) ack(ctx context.Context, j *job) {
 	}
 }
 
-// retryUntilDone runs f until it succeeds or ctx ends, waiting 100ms after
-// the first failure, doubling up to 2s.
+// retryUntilDone runs f every 100ms until it succeeds or ctx ends. The
+// interval stays short: the record must land as soon as JetStream answers,
+// before a worker pinned after a NATS restart is handed the message.
 func retryUntilDone(ctx context.Context, f func() error) error {
-	delay := 100 * time.Millisecond
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
 	for {
 		err := f()
 		if err == nil {
 			return nil
 		}
-		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return err
 		case <-t.C:
 		}
-		delay = min(2*delay, 2*time.Second)
 	}
 }
 

@@ -70,6 +70,7 @@ type Worker struct {
 	quarantineUntil time.Time          // see takeover.go
 	stopCheck       context.CancelFunc // stops the running takeover check
 	takeover        chan ackCount      // consumer ack-pending counts from the check
+	pinLost         chan struct{}      // signalled when another worker was pinned
 
 	incoming    chan *job
 	results     chan result
@@ -79,6 +80,8 @@ type Worker struct {
 	cancelSends context.CancelFunc
 	persistCh   chan stateOp
 	persistDone chan struct{}
+	persistCtx  context.Context // ends when the worker abandons unwritten state
+	stopPersist context.CancelFunc
 
 	breakerOpenedAt atomic.Int64  // unix nanos of the last transition to open
 	pinEpoch        atomic.Uint64 // times this worker lost the pin to another
@@ -139,9 +142,11 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		results:     make(chan result, cfg.MaxInFlight*2),
 		wake:        make(chan struct{}, 1),
 		takeover:    make(chan ackCount, 1),
+		pinLost:     make(chan struct{}, 1),
 		persistCh:   make(chan stateOp, 4096),
 		persistDone: make(chan struct{}),
 	}
+	w.persistCtx, w.stopPersist = context.WithCancel(context.Background())
 	w.breaker = gobreaker.NewCircuitBreaker[*botapi.Message](gobreaker.Settings{
 		Name:        "telegram",
 		MaxRequests: 1,
@@ -298,10 +303,15 @@ func (w *Worker) consume(ctx context.Context) {
 				if errors.Is(err, natsjs.ErrPinIDMismatch) {
 					// Another worker is pinned now. Reported on the goroutine
 					// that delivers messages, so what arrives from here on
-					// carries the new epoch: when this worker is pinned
-					// again, it checks for messages the other one holds
+					// carries the new epoch: this worker hands back what it
+					// was delivered before (onPinLost), and when it is pinned
+					// again it checks for messages the other one holds
 					// (takeover.go) however soon that is.
 					w.pinEpoch.Add(1)
+					select {
+					case w.pinLost <- struct{}{}:
+					default:
+					}
 				}
 				if errors.Is(err, natsjs.ErrConsumerDeleted) || errors.Is(err, natsjs.ErrConsumerNotFound) {
 					select {
