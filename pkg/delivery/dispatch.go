@@ -13,6 +13,15 @@ import (
 // JetStream redelivers them in stream order.
 const parkGap = time.Millisecond
 
+// ReconnectSettle is how long a worker sends nothing after its connection to
+// NATS comes back. Another worker that had requests in flight when NATS went
+// away writes their delivery records once it reconnects, and a message it
+// sent can be handed to this worker at once (a nats-server that crashed
+// forgets its most recent deliveries). It covers the NATS clients' largest
+// reconnect delay (jetstream.Options.MaxReconnectWait, 2s) and a record
+// write.
+const ReconnectSettle = 3 * time.Second
+
 // dispatch is the dispatcher loop: the only goroutine that touches lanes.
 // It returns when ctx ends.
 func (w *Worker) dispatch(ctx context.Context) {
@@ -208,6 +217,15 @@ func (w *Worker) launch() time.Time {
 	for w.inflight < w.cfg.MaxInFlight {
 		now := w.now()
 		if w.halted.Load() {
+			return next
+		}
+		if rc := w.js.Conn().Stats().Reconnects; rc != w.reconnects {
+			w.reconnects = rc
+			w.settleUntil = now.Add(ReconnectSettle)
+			w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending", "for", ReconnectSettle)
+		}
+		if now.Before(w.settleUntil) {
+			soonest(w.settleUntil)
 			return next
 		}
 		if !w.quarantineUntil.IsZero() {

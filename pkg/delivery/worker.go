@@ -68,6 +68,8 @@ type Worker struct {
 	lastArrival     time.Time
 	arrivalEpoch    uint64             // pin epoch of the last arrival
 	quarantineUntil time.Time          // see takeover.go
+	reconnects      uint64             // NATS reconnections seen
+	settleUntil     time.Time          // no sends before, after a reconnection
 	stopCheck       context.CancelFunc // stops the running takeover check
 	takeover        chan ackCount      // consumer ack-pending counts from the check
 	pinLost         chan struct{}      // signalled when another worker was pinned
