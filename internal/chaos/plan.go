@@ -229,8 +229,9 @@ func catalog() []shop.Item {
 	}
 }
 
-// planOrders draws n orders over private private chats, the groups and the
-// chats that are dead from the start. About a third of the orders follow
+// planOrders draws n orders over private private chats, the groups (half a
+// percent each: a group takes 20 messages a minute, and its backlog must
+// drain within the run) and the chats that are dead from the start. About a third of the orders follow
 // their predecessor to the same chat, so chats get bursts that queue up in
 // the worker and meet the faults together.
 func planOrders(rng *rand.Rand, c Config, n, private int) []PlannedOrder {
@@ -249,11 +250,11 @@ func planOrders(rng *rand.Rand, c Config, n, private int) []PlannedOrder {
 		switch r := rng.Float64(); {
 		case burst && prev > privateBase && prev <= privateBase+int64(private):
 			chat = prev
-		case r < 0.01:
+		case r < 0.005:
 			chat = migratedGroup
-		case r < 0.02:
+		case r < 0.01:
 			chat = plainGroup
-		case r < 0.04:
+		case r < 0.03:
 			chat = dead[rng.IntN(len(dead))]
 		default:
 			chat = privateBase + 1 + rng.Int64N(int64(private))

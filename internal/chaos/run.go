@@ -246,17 +246,23 @@ func (r *runner) drain(ctx context.Context) error {
 	defer tick.Stop()
 	var lastDelivered int64 = -1
 	stable := 0
-	var why string
+	why := "not checked yet"
 	for {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("not drained within %v: %s", r.c.DrainTimeout, why)
 		case <-tick.C:
 		}
-		why = r.notDrained(ctx)
+		left := r.notDrained(ctx)
+		if ctx.Err() != nil {
+			continue // the deadline cut the check short: report the last answer
+		}
+		why = left
 		var st emulator.Stats
 		if err := system.GetJSON(ctx, r.s.client, r.s.emulatorURL+"/emulator/stats", &st); err != nil {
-			why = "emulator: " + err.Error()
+			if ctx.Err() == nil {
+				why = "emulator: " + err.Error()
+			}
 			continue
 		}
 		if st.Delivered == lastDelivered {
