@@ -175,8 +175,8 @@ func (w *Worker) releaseHold(l *lane) {
 // reschedule puts the lane in the ready heap of its head's priority, at the
 // time its chat limit allows the next send, or takes it out.
 func (w *Worker) reschedule(l *lane) {
-	if l.heapIdx >= 0 {
-		heap.Remove(w.heaps[l.heapKind-1], l.heapIdx)
+	if l.heap != nil {
+		heap.Remove(l.heap, l.heapIdx)
 	}
 	if !l.schedulable() {
 		return
@@ -191,11 +191,15 @@ func (w *Worker) reschedule(l *lane) {
 			l.readyAt = later(l.readyAt, now.Add(time.Duration((1-tokens)/float64(l.limiter.Limit())*float64(time.Second))))
 		}
 	}
-	h := w.heaps[1]
+	s := w.scheds[1]
 	if l.queue[0].transactional() {
-		h = w.heaps[0]
+		s = w.scheds[0]
 	}
-	heap.Push(h, l)
+	if l.readyAt.After(now) {
+		heap.Push(&s.waiting, l)
+	} else {
+		heap.Push(&s.eligible, l)
+	}
 }
 
 func later(a, b time.Time) time.Time {
@@ -259,14 +263,19 @@ func (w *Worker) launch() time.Time {
 		_, dead := w.state.deadChat(target)
 		var botRes *rate.Reservation
 		if !dead { // a dead chat's messages cost no request, so no token
-			botRes = w.botLimit.ReserveN(now, 1)
+			if botRes, w.botNext = w.botNext, nil; botRes == nil {
+				botRes = w.botLimit.ReserveN(now, 1)
+			}
 			if d := botRes.DelayFrom(now); d > 0 {
-				botRes.CancelAt(now)
+				// Keep the token for its instant: cancelling and reserving
+				// again after the timer fired (a little late) would lose the
+				// lateness from the rate, every time.
+				w.botNext = botRes
 				soonest(now.Add(d))
 				return next
 			}
 		}
-		heap.Remove(w.heaps[l.heapKind-1], l.heapIdx)
+		heap.Remove(l.heap, l.heapIdx)
 		j := l.queue[0]
 		l.queue = l.queue[1:]
 		l.inflight = j
@@ -287,18 +296,23 @@ func (w *Worker) launch() time.Time {
 	return next
 }
 
-// pickLane returns the ready lane to send from next: transactional before
-// bulk, then the one ready longest. It reports the next ready time otherwise.
+// pickLane returns the lane to send from next: among the lanes whose chat
+// limit allows a send now, transactional before bulk, then the one whose
+// head message is oldest. It reports the next time a lane becomes eligible
+// otherwise.
 func (w *Worker) pickLane(now time.Time, soonest func(time.Time)) *lane {
-	for _, h := range w.heaps {
-		if h.Len() == 0 {
-			continue
+	for _, s := range w.scheds {
+		if t := s.promote(now); !t.IsZero() {
+			soonest(t)
 		}
-		if top := h.lanes[0]; !top.readyAt.After(now) {
-			return top
-		} else {
-			soonest(top.readyAt)
+		if s.eligible.Len() > 0 {
+			return s.eligible.lanes[0]
 		}
+	}
+	if w.botNext != nil {
+		// Nothing to send at the reserved instant: give the token back.
+		w.botNext.CancelAt(now)
+		w.botNext = nil
 	}
 	return nil
 }

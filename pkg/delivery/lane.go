@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"container/heap"
 	"slices"
 	"time"
 
@@ -53,10 +54,10 @@ type lane struct {
 	parked   []parkedMsg // sorted by seq
 	limiter  *rate.Limiter
 
-	// heap bookkeeping (see readyHeap).
-	heapIdx  int
-	heapKind int
-	readyAt  time.Time
+	// heap bookkeeping (see laneHeap).
+	heapIdx int
+	heap    *laneHeap
+	readyAt time.Time
 
 	// notBefore delays the next attempt after JetStream itself failed.
 	notBefore time.Time
@@ -147,36 +148,64 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-// readyHeap orders schedulable lanes by the time their chat limit allows the
-// next send, then by the stream sequence of their head (older first).
-type readyHeap struct {
-	kind  int
+// laneHeap is a heap of schedulable lanes. A "waiting" heap orders lanes by
+// the time their chat limit next allows a send; an "eligible" heap holds the
+// lanes allowed to send now, oldest head message (lowest stream sequence)
+// first, so that among the chats that may send, the message waiting longest
+// goes first. (Ordering eligible lanes by readiness instead starves a busy
+// chat: having just sent, it is always due later than a backlog of chats
+// that became ready at once, and would wait until that backlog is through.)
+type laneHeap struct {
+	bySeq bool
 	lanes []*lane
 }
 
-func (h *readyHeap) Len() int { return len(h.lanes) }
-func (h *readyHeap) Less(i, j int) bool {
+func (h *laneHeap) Len() int { return len(h.lanes) }
+func (h *laneHeap) Less(i, j int) bool {
 	a, b := h.lanes[i], h.lanes[j]
-	if !a.readyAt.Equal(b.readyAt) {
+	if !h.bySeq && !a.readyAt.Equal(b.readyAt) {
 		return a.readyAt.Before(b.readyAt)
 	}
 	return a.queue[0].seq < b.queue[0].seq
 }
-func (h *readyHeap) Swap(i, j int) {
+func (h *laneHeap) Swap(i, j int) {
 	h.lanes[i], h.lanes[j] = h.lanes[j], h.lanes[i]
 	h.lanes[i].heapIdx = i
 	h.lanes[j].heapIdx = j
 }
-func (h *readyHeap) Push(x any) {
+func (h *laneHeap) Push(x any) {
 	l := x.(*lane)
-	l.heapIdx, l.heapKind = len(h.lanes), h.kind
+	l.heapIdx, l.heap = len(h.lanes), h
 	h.lanes = append(h.lanes, l)
 }
-func (h *readyHeap) Pop() any {
+func (h *laneHeap) Pop() any {
 	old := h.lanes
 	l := old[len(old)-1]
 	old[len(old)-1] = nil
 	h.lanes = old[:len(old)-1]
-	l.heapIdx, l.heapKind = -1, 0
+	l.heapIdx, l.heap = -1, nil
 	return l
+}
+
+// scheduler holds the schedulable lanes of one priority.
+type scheduler struct {
+	waiting  laneHeap // by readyAt
+	eligible laneHeap // by head sequence
+}
+
+func newScheduler() *scheduler { return &scheduler{eligible: laneHeap{bySeq: true}} }
+
+// promote moves the lanes whose chat limit allows a send at now from
+// waiting to eligible, and returns the time the next waiting lane becomes
+// eligible (zero if none waits).
+func (s *scheduler) promote(now time.Time) time.Time {
+	for s.waiting.Len() > 0 {
+		top := s.waiting.lanes[0]
+		if top.readyAt.After(now) {
+			return top.readyAt
+		}
+		heap.Pop(&s.waiting)
+		heap.Push(&s.eligible, top)
+	}
+	return time.Time{}
 }

@@ -60,10 +60,14 @@ type Worker struct {
 	attempts   attempts
 	breaker    *gobreaker.CircuitBreaker[*botapi.Message]
 	botLimit   *rate.Limiter
+	// botNext is a bot-wide token reserved for a future instant, kept
+	// rather than cancelled so that timer lateness is not lost from the
+	// rate (owned by the dispatcher).
+	botNext *rate.Reservation
 
 	// Owned by the dispatcher goroutine.
 	lanes           map[int64]*lane
-	heaps           [2]*readyHeap // transactional, bulk
+	scheds          [2]*scheduler // transactional, bulk
 	inflight        int
 	lastArrival     time.Time
 	arrivalEpoch    uint64             // pin epoch of the last arrival
@@ -139,7 +143,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		attempts:    attempts{kv: d.Resources.Attempts},
 		botLimit:    rate.NewLimiter(rate.Limit(cfg.BotRate), 1),
 		lanes:       map[int64]*lane{},
-		heaps:       [2]*readyHeap{{kind: 1}, {kind: 2}},
+		scheds:      [2]*scheduler{newScheduler(), newScheduler()},
 		incoming:    make(chan *job, cfg.PullBatch*2),
 		results:     make(chan result, cfg.MaxInFlight*2),
 		wake:        make(chan struct{}, 1),
