@@ -90,6 +90,11 @@ func (w *Worker) process(ctx context.Context, j *job, target int64) result {
 			AllowPaidBroadcast:  w.cfg.PaidBroadcast,
 		}
 		start := w.now()
+		if until := w.state.pausedUntil(); start.Before(until) {
+			// A 429 answered to a request in flight since this one was
+			// launched: no request inside the pause, not even this one.
+			return result{job: j, kind: resNoCall, at: start, delay: until.Sub(start)}
+		}
 		msg, err := w.breaker.Execute(func() (*botapi.Message, error) { return w.api.SendMessage(ctx, params) })
 		if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 			return result{job: j, kind: resNoCall, at: start}
@@ -107,6 +112,10 @@ func (w *Worker) process(ctx context.Context, j *job, target int64) result {
 			return called
 
 		case botapi.ActionRetryAfter:
+			// Paused here at once, not only when the dispatcher reads the
+			// result, so that requests launched meanwhile are not sent
+			// (the check above); the dispatcher persists it.
+			pauseOp{p: pause{Until: end.Add(d.RetryAfter), Reason: "429 for chat " + itoa(target)}}.applyLocal(w.state)
 			w.m.rateLimited.Inc()
 			w.limited.Add(1)
 			w.log.Warn("Telegram rate limit hit: pausing every request", "retry_after", d.RetryAfter, "chat_id", target, "key", j.n.Key)
