@@ -500,6 +500,12 @@ func (w *Worker) onPinLost() {
 func (w *Worker) handBackAll() int {
 	n := 0
 	for _, l := range w.lanes {
+		if len(l.queue) == 0 {
+			continue
+		}
+		if l.heap != nil { // out of its heap before its queue empties: the heap orders by the head
+			heap.Remove(l.heap, l.heapIdx)
+		}
 		n += len(l.queue)
 		w.handBack(l, l.queue)
 		l.queue = nil

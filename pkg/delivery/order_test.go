@@ -312,7 +312,9 @@ func TestRepinnedWorkerWaitsForTheOthersMessages(t *testing.T) {
 // order 7723 before 7721.
 func TestWorkerThatLosesThePinHandsBackWhatItHolds(t *testing.T) {
 	lim, cfg := fastLimits()
-	cfg.ChatRate = 2 // the chat's messages wait their turn in the lane
+	// The bot-wide rate is the bottleneck: the chats' lanes wait in line,
+	// allowed to send, when the pin moves.
+	cfg.ChatRate, cfg.BotRate = 2, 4
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
 	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Second}
 	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Settings: settings})
@@ -322,12 +324,15 @@ func TestWorkerThatLosesThePinHandsBackWhatItHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const chat, n = 100, 16
+	chats := []int64{100, 101, 102, 103, 104, 105}
+	const n = 10
 	for i := range n {
-		env.Publish(note(fmt.Sprintf("k:%d", i), chat, fmt.Sprint(i)))
+		for _, c := range chats {
+			env.Publish(note(fmt.Sprintf("k:%d:%d", c, i), c, fmt.Sprint(i)))
+		}
 	}
 	holds := func(w *testenv.Worker) bool { s := w.Stats(); return s.Held+s.InFlight > 0 }
-	natstest.WaitFor(t, 5*time.Second, func() bool { return (holds(a) || holds(b)) && len(env.Emu.ChatMessages(chat)) >= 2 }, "the chat being sent")
+	natstest.WaitFor(t, 5*time.Second, func() bool { return (holds(a) || holds(b)) && len(env.Emu.ChatMessages(100)) >= 2 }, "the chats being sent")
 	first, second := a, b
 	if holds(b) {
 		first, second = b, a
@@ -338,20 +343,22 @@ func TestWorkerThatLosesThePinHandsBackWhatItHolds(t *testing.T) {
 	sentBefore := first.Stats().Sent
 	// Something must arrive for the server to pin the other worker.
 	env.Publish(note("k:trigger", 200, "trigger"))
-	natstest.WaitFor(t, 10*time.Second, func() bool { return len(env.Emu.ChatMessages(200)) == 1 }, "the other worker pinned")
-	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(chat)) == n }, "the chat delivered")
-	checkOrder(t, env, chat, n)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return holds(second) || second.Stats().Sent > 0 }, "the other worker pinned")
+	natstest.WaitFor(t, 40*time.Second, func() bool { return env.Emu.Stats().Delivered >= int64(len(chats)*n+1) }, "every chat delivered")
+	for _, c := range chats {
+		checkOrder(t, env, c, n)
+	}
 	// A worker learns that it lost the pin when its pull request is
-	// refused, within one pull expiry (half the pinned TTL, 1s here): at
-	// 2 messages a second, at most 2 more and the one in flight.
-	if got := first.Stats().Sent; got > sentBefore+3 {
+	// refused, within one pull expiry (half the pinned TTL, 1s here): at 4
+	// messages a second, 4 more at most, and those in flight.
+	if got := first.Stats().Sent; got > sentBefore+8 {
 		t.Errorf("the worker that lost the pin sent %d more of what it held (%d sent before)", got-sentBefore, sentBefore)
 	}
 	if second.Stats().Sent == 0 {
 		t.Error("the newly pinned worker sent nothing")
 	}
-	if got := env.Emu.Stats().Delivered; got != n+1 {
-		t.Errorf("%d deliveries, want %d", got, n+1)
+	if got := env.Emu.Stats().Delivered; got != int64(len(chats)*n+1) {
+		t.Errorf("%d deliveries, want %d", got, len(chats)*n+1)
 	}
 }
 
