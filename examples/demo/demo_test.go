@@ -72,7 +72,9 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
@@ -88,6 +90,7 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 	go func() {
 		_ = r.cmd.Wait()
 		pw.Close()
+		<-read // every line of the output is in r.out before done
 		close(r.done)
 	}()
 	t.Cleanup(func() {
