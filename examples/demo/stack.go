@@ -65,7 +65,7 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 	var natsProc *procs.Process
 	natsProc, err = d.startProcess(ctx, 2, func(ports []int) (procs.Spec, string, error) {
 		conf := filepath.Join(d.cfg.dir, "nats-server.conf")
-		if err := system.WriteNATSConfig(d.cfg.natsConfig, conf, ports[0], ports[1], filepath.Join(dataDir, "nats")); err != nil {
+		if err := system.WriteNATSConfig(d.cfg.natsConfig, conf, system.NATSConfig{ClientPort: ports[0], MonitorPort: ports[1], StoreDir: filepath.Join(dataDir, "nats")}); err != nil {
 			return procs.Spec{}, "", err
 		}
 		s.natsURL = "nats://" + procs.Addr(ports[0])

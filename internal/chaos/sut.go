@@ -91,7 +91,7 @@ func (s *sut) start(ctx context.Context) error {
 	}
 	s.natsPort, s.monPort = ports[0], ports[1]
 	s.natsURL = "nats://" + procs.Addr(s.natsPort)
-	if err := system.WriteNATSConfig(s.cfg.NATSConfig, s.natsConf, s.natsPort, s.monPort, filepath.Join(s.dataDir, "nats")); err != nil {
+	if err := system.WriteNATSConfig(s.cfg.NATSConfig, s.natsConf, system.NATSConfig{ClientPort: s.natsPort, MonitorPort: s.monPort, StoreDir: filepath.Join(s.dataDir, "nats")}); err != nil {
 		return err
 	}
 	if err := s.startNATS(ctx); err != nil {

@@ -30,38 +30,57 @@ import (
 	"github.com/tgnotify/tgnotify/internal/procs"
 )
 
-// listenLine, httpLine and storeDirLine are the settings of the shipped
-// nats-server.conf that WriteNATSConfig replaces.
+// The settings of the shipped nats-server.conf that WriteNATSConfig replaces.
 var (
 	listenLine   = regexp.MustCompile(`(?m)^listen:.*$`)
 	httpLine     = regexp.MustCompile(`(?m)^http:.*$`)
 	storeDirLine = regexp.MustCompile(`(?m)^(\s*)store_dir:.*$`)
+	syncLine     = regexp.MustCompile(`(?m)^(\s*)sync_interval:.*$`)
 )
 
+// NATSConfig is what WriteNATSConfig changes in the shipped nats-server
+// configuration.
+type NATSConfig struct {
+	// ClientPort and MonitorPort are the client and monitoring ports, both
+	// on 127.0.0.1.
+	ClientPort, MonitorPort int
+	// StoreDir is the JetStream store directory.
+	StoreDir string
+	// ServerDefaultSync comments out the file's sync_interval, so the server
+	// fsyncs on its own default schedule instead of after every write. Only
+	// the benchmark sets it, to measure what `sync_interval: always` costs.
+	ServerDefaultSync bool
+}
+
 // WriteNATSConfig copies the nats-server configuration at from to to, with
-// the client and monitoring addresses (on 127.0.0.1) and the JetStream store
-// directory replaced. Everything else, sync_interval included, is the
-// production file's.
-func WriteNATSConfig(from, to string, clientPort, monitorPort int, storeDir string) error {
+// the addresses and the JetStream store directory of c. Everything else,
+// sync_interval included unless c.ServerDefaultSync, is the production
+// file's. A file without one of the replaced settings is an error.
+func WriteNATSConfig(from, to string, c NATSConfig) error {
 	b, err := os.ReadFile(from)
 	if err != nil {
 		return fmt.Errorf("reading the nats-server configuration: %w", err)
 	}
 	conf := string(b)
+	syncWith := "${0}" // keep the production setting
+	if c.ServerDefaultSync {
+		syncWith = "${1}# sync_interval: server default (commented out for this run)"
+	}
 	for _, r := range []struct {
 		re   *regexp.Regexp
 		with string
 	}{
-		{listenLine, "listen: " + procs.Addr(clientPort)},
-		{httpLine, "http: " + procs.Addr(monitorPort)},
-		{storeDirLine, "${1}store_dir: " + strconv.Quote(storeDir)},
+		{listenLine, "listen: " + procs.Addr(c.ClientPort)},
+		{httpLine, "http: " + procs.Addr(c.MonitorPort)},
+		{storeDirLine, "${1}store_dir: " + strconv.Quote(c.StoreDir)},
+		{syncLine, syncWith},
 	} {
 		if !r.re.MatchString(conf) {
-			return fmt.Errorf("%s: no line matches %s; cannot set the addresses", from, r.re)
+			return fmt.Errorf("%s: no line matches %s; cannot configure the server", from, r.re)
 		}
 		conf = r.re.ReplaceAllString(conf, r.with)
 	}
-	header := "# Generated from " + from + "; addresses and store_dir replaced.\n"
+	header := "# Generated from " + from + "; addresses, store_dir and sync_interval set per run.\n"
 	return os.WriteFile(to, []byte(header+conf), 0o644)
 }
 
