@@ -548,12 +548,14 @@ func (r *Result) checkOrder(exp map[string]*expectation, out map[string]*outcome
 }
 
 // checkPauses checks that no request was sent inside an announced 429
-// pause.
+// pause, that is after the 429 announcing it had been answered. The
+// emulator logs each such request with its chat ("request sent inside an
+// announced 429 pause").
 func (r *Result) checkPauses(o Observed) {
 	s := o.Emulator
 	r.add(s.SentInAnyPause == 0,
-		fmt.Sprintf("no request sent inside an announced 429 pause: sent_in_any_pause %d (429s %d, in flight when announced %d, punished %d)",
-			s.SentInAnyPause, s.RateLimited, s.InAnyPause, s.InPause),
+		fmt.Sprintf("no request sent inside an announced 429 pause: sent_in_any_pause %d (429s %d, crossed the 429 on the wire %d, in flight when announced %d, punished %d)",
+			s.SentInAnyPause, s.RateLimited, s.SentCrossing429, s.InAnyPause, s.InPause),
 		nil)
 }
 

@@ -26,8 +26,8 @@ func printReport(w io.Writer, c Config, res Result, elapsed time.Duration) {
 	fmt.Fprintf(w, "hot standby     started %d times\n", f.StandbyStarts)
 	fmt.Fprintf(w, "Telegram        outages %s; %d scripted 429s; %d chats blocked during the run\n", counts(f.Outages), f.Pauses, f.Blocks)
 	e := f.Emulator
-	fmt.Fprintf(w, "emulator        %d requests, %d delivered, %d 429s (%d sent inside a pause, %d in flight when announced, %d punished), %d hit by outages\n",
-		e.Requests, e.Delivered, e.RateLimited, e.SentInAnyPause, e.InAnyPause, e.InPause, e.Faulted)
+	fmt.Fprintf(w, "emulator        %d requests, %d delivered, %d 429s (%d sent inside a pause, %d crossed the 429 on the wire, %d in flight when announced, %d punished), %d hit by outages\n",
+		e.Requests, e.Delivered, e.RateLimited, e.SentInAnyPause, e.SentCrossing429, e.InAnyPause, e.InPause, e.Faulted)
 	fmt.Fprintf(w, "outcomes        %d delivered (%d exactly once), dead letters: %s\n", f.Delivered, f.DeliveredOnce, reasons(f.DeadByReason))
 	dups := 0
 	for _, n := range f.Duplicates {

@@ -125,11 +125,21 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	e.stats.Requests++
 	e.stats.ByMethod[method]++
-	// Whether the sender could have known of a pause: one announced before
-	// this request arrived, before any simulated latency.
-	sentInPause := method == methodSendMessage && e.limiter.pausedAt(e.now().UnixNano())
-	if sentInPause {
-		e.stats.SentInAnyPause++
+	// Whether the sender could have known of a pause: one whose 429 had
+	// been written before this request arrived, before any simulated
+	// latency. A request that arrives after a pause was decided but before
+	// its 429 was written crossed the answer and is counted apart.
+	var arrival arrivalVerdict
+	if method == methodSendMessage {
+		now := e.now().UnixNano()
+		switch {
+		case e.limiter.knownAt(now):
+			arrival.sentInPause = true
+			arrival.remaining = time.Duration(e.limiter.knownUntil - now)
+			e.stats.SentInAnyPause++
+		case e.limiter.pausedAt(now):
+			e.stats.SentCrossing429++
+		}
 	}
 	e.mu.Unlock()
 
@@ -180,14 +190,20 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		e.reply(w, method, http.StatusOK, envelope{OK: true, Result: e.bot()})
 	case method == methodSendMessage:
-		e.sendMessage(w, r, f)
+		e.sendMessage(w, r, f, arrival)
 	default:
 		e.reply(w, method, http.StatusNotFound, failure(http.StatusNotFound, "Not Found"))
 	}
 }
 
+// arrivalVerdict is what serveBotAPI judged of a request when it arrived.
+type arrivalVerdict struct {
+	sentInPause bool          // sent after a 429 announcing a pause in force had been written
+	remaining   time.Duration // how much of that pause was left
+}
+
 // sendMessage handles one sendMessage request.
-func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault) {
+func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, arrival arrivalVerdict) {
 	raw, err := readParams(w, r)
 	if errors.Is(err, errTooLarge) {
 		e.reply(w, methodSendMessage, http.StatusRequestEntityTooLarge, failure(http.StatusRequestEntityTooLarge, "Request Entity Too Large"))
@@ -273,11 +289,24 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault) 
 	e.log.LogAttrs(r.Context(), slog.LevelDebug, "sendMessage",
 		slog.Int64("chat_id", p.chatID), slog.Int("status", code), slog.String("description", env.Description),
 		slog.Bool("response_dropped", dropped))
+	if arrival.sentInPause {
+		e.log.LogAttrs(r.Context(), slog.LevelWarn, "request sent inside an announced 429 pause",
+			slog.Int64("chat_id", p.chatID), slog.Duration("pause_left_on_arrival", arrival.remaining), slog.Int("status", code))
+	}
 	if dropped {
 		dropConnection(w)
 		return
 	}
 	writeJSON(w, code, env)
+	if code == http.StatusTooManyRequests {
+		// From now on the sender can know of the pause: the 429 is on its
+		// connection. A sender that is gone never learns of it.
+		if err := http.NewResponseController(w).Flush(); err == nil {
+			e.mu.Lock()
+			e.limiter.answered(v.until)
+			e.mu.Unlock()
+		}
+	}
 }
 
 // stateFailure is the answer for a chat that does not accept messages.

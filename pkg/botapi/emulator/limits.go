@@ -159,6 +159,7 @@ type verdict struct {
 	ok         bool
 	scope      Scope
 	retryAfter int64 // seconds, when !ok
+	until      int64 // end of the pause the 429 announces, when !ok
 	punished   bool  // the request came inside an announced pause of its scope
 	inAnyPause bool  // the request came inside an announced pause of any scope
 }
@@ -174,6 +175,9 @@ type limiter struct {
 	paidState scopeState
 	chats     map[int64]scopeState
 	anyUntil  int64 // latest end of any announced pause
+	// knownUntil is the latest end of any pause whose 429 has been written
+	// to the sender's connection: from then on the sender can know of it.
+	knownUntil int64
 	sweepAt   int
 }
 
@@ -201,6 +205,14 @@ func ceilSeconds(ns int64) int64 {
 // pausedAt reports whether an announced pause of any scope is in force at
 // now.
 func (l *limiter) pausedAt(now int64) bool { return now < l.anyUntil }
+
+// knownAt reports whether a pause of any scope whose 429 answer has already
+// been written to its sender's connection is in force at now.
+func (l *limiter) knownAt(now int64) bool { return now < l.knownUntil }
+
+// answered records that the 429 announcing a pause that ends at until has
+// been written to its sender's connection.
+func (l *limiter) answered(until int64) { l.knownUntil = max(l.knownUntil, until) }
 
 // admit decides one sendMessage request at now. The order is:
 //
@@ -244,7 +256,7 @@ func (l *limiter) admit(now, chatID int64, paid bool) verdict {
 		if s.st.pauseUntil > now {
 			ra := max(ceilSeconds(s.st.pauseUntil-now), 2*s.st.base)
 			l.extend(s.st, now, ra)
-			v.scope, v.retryAfter, v.punished = s.scope, ra, true
+			v.scope, v.retryAfter, v.punished, v.until = s.scope, ra, true, s.st.pauseUntil
 			return v
 		}
 	}
@@ -257,7 +269,7 @@ func (l *limiter) admit(now, chatID int64, paid bool) verdict {
 			ra := s.st.pending
 			s.st.pending = 0
 			l.announce(s.st, now, ra)
-			v.scope, v.retryAfter = s.scope, ra
+			v.scope, v.retryAfter, v.until = s.scope, ra, s.st.pauseUntil
 			return v
 		}
 	}
@@ -269,14 +281,14 @@ func (l *limiter) admit(now, chatID int64, paid bool) verdict {
 	if w := globalRule.wait(global.tat, now); w > 0 {
 		ra := ceilSeconds(w)
 		l.announce(global, now, ra)
-		v.scope, v.retryAfter = globalScope, ra
+		v.scope, v.retryAfter, v.until = globalScope, ra, global.pauseUntil
 		return v
 	}
 	if w := chatRule.wait(chat.tat, now); w > 0 {
 		tracked = true
 		ra := ceilSeconds(w)
 		l.announce(&chat, now, ra)
-		v.scope, v.retryAfter = ScopeChat, ra
+		v.scope, v.retryAfter, v.until = ScopeChat, ra, chat.pauseUntil
 		return v
 	}
 	global.tat = globalRule.take(global.tat, now)

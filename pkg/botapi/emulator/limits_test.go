@@ -285,7 +285,7 @@ func TestLimitsValidation(t *testing.T) {
 
 // SentInAnyPause judges a request on arrival: one already on its way when
 // another request's 429 announced a pause (it waited out the latency) is not
-// counted; one sent after the announcement is.
+// counted; one sent after the 429 was answered is.
 func TestSentInAnyPauseJudgedOnArrival(t *testing.T) {
 	emu, err := emulator.New(emulator.Config{Token: "1:t", Latency: 200 * time.Millisecond})
 	if err != nil {
@@ -325,5 +325,85 @@ func TestSentInAnyPauseJudgedOnArrival(t *testing.T) {
 	<-send(3) // sent after the 429 was answered
 	if s := emu.Stats(); s.SentInAnyPause != 1 {
 		t.Fatalf("SentInAnyPause %d after a request sent inside the pause, want 1", s.SentInAnyPause)
+	}
+}
+
+// heldAnswer is a ResponseWriter that holds the answer back: WriteHeader
+// reports that the emulator has decided, then waits for release.
+type heldAnswer struct {
+	http.ResponseWriter
+	decided chan<- struct{}
+	release <-chan struct{}
+}
+
+func (h heldAnswer) WriteHeader(code int) {
+	close(h.decided)
+	<-h.release
+	h.ResponseWriter.WriteHeader(code)
+}
+
+func (h heldAnswer) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// A request that arrives after a pause was decided but before its 429 was
+// written crossed the answer: no sender could have held it back, so it is
+// counted in SentCrossing429, not in SentInAnyPause.
+func TestRequestCrossingThe429IsNotSentInPause(t *testing.T) {
+	emu, err := emulator.New(emulator.Config{Token: "1:t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Close()
+	decided, release := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold-Answer") != "" {
+			w = heldAnswer{ResponseWriter: w, decided: decided, release: release}
+		}
+		emu.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	if err := emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 30}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(chat int, hold bool) <-chan int {
+		done := make(chan int, 1)
+		go func() {
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/bot1:t/sendMessage", strings.NewReader(fmt.Sprintf(`{"chat_id":%d,"text":"x"}`, chat)))
+			if err != nil {
+				done <- 0
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if hold {
+				req.Header.Set("X-Hold-Answer", "1")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		return done
+	}
+	first := send(1, true)
+	<-decided // the pause is decided; its 429 is not written yet
+	if c := <-send(2, false); c != http.StatusTooManyRequests {
+		t.Fatalf("request inside the decided pause = %d, want 429", c)
+	}
+	if s := emu.Stats(); s.SentCrossing429 != 1 || s.SentInAnyPause != 0 {
+		t.Fatalf("before the 429 was written: SentCrossing429 %d, SentInAnyPause %d; want 1 and 0", s.SentCrossing429, s.SentInAnyPause)
+	}
+	close(release)
+	if c := <-first; c != http.StatusTooManyRequests {
+		t.Fatalf("first request = %d, want 429", c)
+	}
+	// The second request was punished with its own 429, written when it
+	// returned; a third arrives after both answers.
+	if c := <-send(3, false); c != http.StatusTooManyRequests {
+		t.Fatalf("request after the 429 = %d, want 429", c)
+	}
+	if s := emu.Stats(); s.SentCrossing429 != 1 || s.SentInAnyPause != 1 {
+		t.Fatalf("after the 429 was written: SentCrossing429 %d, SentInAnyPause %d; want 1 and 1", s.SentCrossing429, s.SentInAnyPause)
 	}
 }

@@ -57,12 +57,18 @@ type Stats struct {
 	// when it has one request in flight at a time; requests already in
 	// flight when a 429 is answered can land here.
 	InAnyPause int64 `json:"in_any_pause"`
-	// SentInAnyPause counts sendMessage requests that arrived while an
-	// announced pause of any scope was in force, judged on arrival, before
-	// any simulated latency: requests sent after the sender could have
-	// known of the pause. It is the figure a pausing sender keeps at zero
-	// whatever its concurrency.
+	// SentInAnyPause counts sendMessage requests that arrived while a
+	// pause of any scope was in force whose 429 had already been written to
+	// its sender's connection, judged on arrival, before any simulated
+	// latency: requests sent after the sender could have known of the
+	// pause. It is the figure a pausing sender keeps at zero whatever its
+	// concurrency. Each one is logged at WARN level.
 	SentInAnyPause int64 `json:"sent_in_any_pause"`
+	// SentCrossing429 counts sendMessage requests that arrived after a
+	// pause had been decided but before the 429 announcing it had been
+	// written: they crossed the answer on the wire, and no sender could
+	// have held them back. Not part of SentInAnyPause.
+	SentCrossing429 int64 `json:"sent_crossing_429"`
 	// Delivered counts delivered messages, including those whose answer
 	// was dropped.
 	Delivered int64 `json:"delivered"`
