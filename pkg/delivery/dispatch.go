@@ -281,7 +281,7 @@ func (w *Worker) launch() time.Time {
 		l.inflight = j
 		j.botRes = botRes
 		if !dead {
-			j.laneRes = l.limiter.ReserveN(now, 1)
+			j.laneRes = l.limiter.ReserveN(l.tokenDue(now), 1)
 		}
 		w.inflight++
 		w.sends.Add(1)

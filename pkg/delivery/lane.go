@@ -68,6 +68,29 @@ type lane struct {
 	touched   time.Time
 }
 
+// chatSlackFraction is the share of a chat's interval by which a send may
+// take its chat's token before the instant it is launched; see tokenDue.
+const chatSlackFraction = 20
+
+// tokenDue is the instant at which a send launched at now takes its chat's
+// token: when the token became due (readyAt), so that a send launched a
+// little late — waiting for the bot-wide slot, or for a timer that fired
+// late — does not push the chat's next send back by as much, which would
+// leave a busy chat below its rate for good. It is never earlier than a
+// twentieth of the chat's interval before now, so two sends of a chat are
+// never closer than 95% of its interval, while over time the chat keeps
+// exactly its rate.
+func (l *lane) tokenDue(now time.Time) time.Time {
+	slack := time.Duration(float64(time.Second) / float64(l.limiter.Limit()) / chatSlackFraction)
+	if earliest := now.Add(-slack); l.readyAt.Before(earliest) {
+		return earliest
+	}
+	if l.readyAt.After(now) {
+		return now
+	}
+	return l.readyAt
+}
+
 // insert adds j in sequence order. A redelivery of a message already queued
 // (or in flight) is attached to it and reported as a duplicate.
 func (l *lane) insert(j *job) (dup bool) {
