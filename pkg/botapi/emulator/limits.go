@@ -178,7 +178,7 @@ type limiter struct {
 	// knownUntil is the latest end of any pause whose 429 has been written
 	// to the sender's connection: from then on the sender can know of it.
 	knownUntil int64
-	sweepAt   int
+	sweepAt    int
 }
 
 // minSweep is the chat count below which idle chat states are not pruned.
