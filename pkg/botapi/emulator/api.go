@@ -126,18 +126,17 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	e.stats.Requests++
 	e.stats.ByMethod[method]++
 	// Whether the sender could have known of a pause: one whose 429 had
-	// been written before this request arrived, before any simulated
-	// latency. A request that arrives after a pause was decided but before
-	// its 429 was written crossed the answer and is counted apart.
+	// been written at least SenderReactionTime before this request
+	// arrived, judged before any simulated latency. A request that arrives
+	// after a pause was decided but sooner crossed the answer and is
+	// counted apart.
 	var arrival arrivalVerdict
 	if method == methodSendMessage {
 		now := e.now().UnixNano()
-		switch {
-		case e.limiter.knownAt(now):
-			arrival.sentInPause = true
-			arrival.remaining = time.Duration(e.limiter.knownUntil - now)
+		if known, left := e.limiter.knownAt(now); known {
+			arrival.sentInPause, arrival.remaining = true, left
 			e.stats.SentInAnyPause++
-		case e.limiter.pausedAt(now):
+		} else if e.limiter.pausedAt(now) {
 			e.stats.SentCrossing429++
 		}
 	}
@@ -303,7 +302,7 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 		// connection. A sender that is gone never learns of it.
 		if err := http.NewResponseController(w).Flush(); err == nil {
 			e.mu.Lock()
-			e.limiter.answered(v.until)
+			e.limiter.answered(e.now().UnixNano(), v.until)
 			e.mu.Unlock()
 		}
 	}

@@ -175,10 +175,11 @@ type limiter struct {
 	paidState scopeState
 	chats     map[int64]scopeState
 	anyUntil  int64 // latest end of any announced pause
-	// knownUntil is the latest end of any pause whose 429 has been written
-	// to the sender's connection: from then on the sender can know of it.
-	knownUntil int64
-	sweepAt    int
+	// known are the pauses in force whose 429 has been written to the
+	// sender's connection, each from the instant the sender can have read
+	// it (SenderReactionTime later).
+	known   []knownPause
+	sweepAt int
 }
 
 // minSweep is the chat count below which idle chat states are not pruned.
@@ -206,13 +207,44 @@ func ceilSeconds(ns int64) int64 {
 // now.
 func (l *limiter) pausedAt(now int64) bool { return now < l.anyUntil }
 
-// knownAt reports whether a pause of any scope whose 429 answer has already
-// been written to its sender's connection is in force at now.
-func (l *limiter) knownAt(now int64) bool { return now < l.knownUntil }
+// SenderReactionTime is how long after a 429 has been written to its
+// connection the emulator counts a request of the same sender as sent
+// inside the pause (Stats.SentInAnyPause). A sender with several requests
+// in flight reads the 429 on one of them while another may be leaving at
+// that very moment: the chaos runs measured such requests arriving 0.1 and
+// 0.6 ms after the 429 was written. Anything later than this is a sender
+// that knew and sent anyway; pauses last at least a second.
+const SenderReactionTime = 5 * time.Millisecond
 
-// answered records that the 429 announcing a pause that ends at until has
-// been written to its sender's connection.
-func (l *limiter) answered(until int64) { l.knownUntil = max(l.knownUntil, until) }
+// knownPause is a pause whose 429 has been written: a request arriving in
+// [from, until) was sent by a sender that could have known of it.
+type knownPause struct{ from, until int64 }
+
+// knownAt reports whether a pause of any scope that its sender could have
+// read by now is in force at now, and how much of it is left.
+func (l *limiter) knownAt(now int64) (bool, time.Duration) {
+	live := l.known[:0]
+	var left int64
+	for _, k := range l.known {
+		if k.until <= now {
+			continue
+		}
+		live = append(live, k)
+		if k.from <= now {
+			left = max(left, k.until-now)
+		}
+	}
+	l.known = live
+	return left > 0, time.Duration(left)
+}
+
+// answered records that the 429 announcing a pause that ends at until was
+// written to its sender's connection at now.
+func (l *limiter) answered(now, until int64) {
+	if until > now {
+		l.known = append(l.known, knownPause{from: now + int64(SenderReactionTime), until: until})
+	}
+}
 
 // admit decides one sendMessage request at now. The order is:
 //

@@ -287,7 +287,8 @@ func TestLimitsValidation(t *testing.T) {
 // another request's 429 announced a pause (it waited out the latency) is not
 // counted; one sent after the 429 was answered is.
 func TestSentInAnyPauseJudgedOnArrival(t *testing.T) {
-	emu, err := emulator.New(emulator.Config{Token: "1:t", Latency: 200 * time.Millisecond})
+	clk := newClock()
+	emu, err := emulator.New(emulator.Config{Token: "1:t", Latency: 200 * time.Millisecond, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,14 @@ func TestSentInAnyPauseJudgedOnArrival(t *testing.T) {
 	if s := emu.Stats(); s.SentInAnyPause != 0 || s.InAnyPause != 1 {
 		t.Fatalf("SentInAnyPause %d, InAnyPause %d; want 0 (sent before the announcement) and 1", s.SentInAnyPause, s.InAnyPause)
 	}
-	<-send(3) // sent after the 429 was answered
+	// Sent after the 429 was answered, sooner than a sender can react to
+	// it: it crossed the answer.
+	<-send(3)
+	if s := emu.Stats(); s.SentInAnyPause != 0 || s.SentCrossing429 != 1 {
+		t.Fatalf("within the reaction time: SentInAnyPause %d, SentCrossing429 %d; want 0 and 1", s.SentInAnyPause, s.SentCrossing429)
+	}
+	clk.Advance(emulator.SenderReactionTime)
+	<-send(4) // sent when the sender knew of the pause
 	if s := emu.Stats(); s.SentInAnyPause != 1 {
 		t.Fatalf("SentInAnyPause %d after a request sent inside the pause, want 1", s.SentInAnyPause)
 	}
@@ -348,7 +356,8 @@ func (h heldAnswer) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 // written crossed the answer: no sender could have held it back, so it is
 // counted in SentCrossing429, not in SentInAnyPause.
 func TestRequestCrossingThe429IsNotSentInPause(t *testing.T) {
-	emu, err := emulator.New(emulator.Config{Token: "1:t"})
+	clk := newClock()
+	emu, err := emulator.New(emulator.Config{Token: "1:t", Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +408,9 @@ func TestRequestCrossingThe429IsNotSentInPause(t *testing.T) {
 		t.Fatalf("first request = %d, want 429", c)
 	}
 	// The second request was punished with its own 429, written when it
-	// returned; a third arrives after both answers.
+	// returned; a third arrives after both answers, later than a sender
+	// takes to react.
+	clk.Advance(emulator.SenderReactionTime)
 	if c := <-send(3, false); c != http.StatusTooManyRequests {
 		t.Fatalf("request after the 429 = %d, want 429", c)
 	}

@@ -58,16 +58,18 @@ type Stats struct {
 	// flight when a 429 is answered can land here.
 	InAnyPause int64 `json:"in_any_pause"`
 	// SentInAnyPause counts sendMessage requests that arrived while a
-	// pause of any scope was in force whose 429 had already been written to
-	// its sender's connection, judged on arrival, before any simulated
-	// latency: requests sent after the sender could have known of the
-	// pause. It is the figure a pausing sender keeps at zero whatever its
-	// concurrency. Each one is logged at WARN level.
+	// pause of any scope was in force whose 429 had been written to its
+	// sender's connection at least SenderReactionTime before, judged on
+	// arrival, before any simulated latency: requests sent after the sender
+	// could have known of the pause. It is the figure a pausing sender
+	// keeps at zero whatever its concurrency. Each one is logged at WARN
+	// level.
 	SentInAnyPause int64 `json:"sent_in_any_pause"`
 	// SentCrossing429 counts sendMessage requests that arrived after a
-	// pause had been decided but before the 429 announcing it had been
-	// written: they crossed the answer on the wire, and no sender could
-	// have held them back. Not part of SentInAnyPause.
+	// pause had been decided but before its sender could have read the 429
+	// announcing it (not yet written, or written less than
+	// SenderReactionTime before): they crossed the answer, and no sender
+	// could have held them back. Not part of SentInAnyPause.
 	SentCrossing429 int64 `json:"sent_crossing_429"`
 	// Delivered counts delivered messages, including those whose answer
 	// was dropped.
