@@ -298,19 +298,7 @@ func TestSentInAnyPauseJudgedOnArrival(t *testing.T) {
 	if err := emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 5}); err != nil {
 		t.Fatal(err)
 	}
-	send := func(chat int) <-chan int {
-		done := make(chan int, 1)
-		go func() {
-			resp, err := http.Post(srv.URL+"/bot1:t/sendMessage", "application/json", strings.NewReader(fmt.Sprintf(`{"chat_id":%d,"text":"x"}`, chat)))
-			if err != nil {
-				done <- 0
-				return
-			}
-			resp.Body.Close()
-			done <- resp.StatusCode
-		}()
-		return done
-	}
+	send := func(chat int) <-chan int { return sendAsync(srv.URL, chat, false) }
 	first := send(1)
 	// The second request leaves while the first is still in the emulator's
 	// latency, i.e. before the pause is announced.
@@ -373,28 +361,7 @@ func TestRequestCrossingThe429IsNotSentInPause(t *testing.T) {
 	if err := emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 30}); err != nil {
 		t.Fatal(err)
 	}
-	send := func(chat int, hold bool) <-chan int {
-		done := make(chan int, 1)
-		go func() {
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/bot1:t/sendMessage", strings.NewReader(fmt.Sprintf(`{"chat_id":%d,"text":"x"}`, chat)))
-			if err != nil {
-				done <- 0
-				return
-			}
-			req.Header.Set("Content-Type", "application/json")
-			if hold {
-				req.Header.Set("X-Hold-Answer", "1")
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				done <- 0
-				return
-			}
-			resp.Body.Close()
-			done <- resp.StatusCode
-		}()
-		return done
-	}
+	send := func(chat int, hold bool) <-chan int { return sendAsync(srv.URL, chat, hold) }
 	first := send(1, true)
 	<-decided // the pause is decided; its 429 is not written yet
 	if c := <-send(2, false); c != http.StatusTooManyRequests {
@@ -417,4 +384,31 @@ func TestRequestCrossingThe429IsNotSentInPause(t *testing.T) {
 	if s := emu.Stats(); s.SentCrossing429 != 1 || s.SentInAnyPause != 1 {
 		t.Fatalf("after the 429 was written: SentCrossing429 %d, SentInAnyPause %d; want 1 and 1", s.SentCrossing429, s.SentInAnyPause)
 	}
+}
+
+// sendAsync posts a sendMessage for chat to the emulator at url and
+// delivers the answer's status (0 when the request failed) on the returned
+// channel. With hold, the request asks the test server to hold its answer
+// back (heldAnswer).
+func sendAsync(url string, chat int, hold bool) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, url+"/bot1:t/sendMessage", strings.NewReader(fmt.Sprintf(`{"chat_id":%d,"text":"x"}`, chat)))
+		if err != nil {
+			done <- 0
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if hold {
+			req.Header.Set("X-Hold-Answer", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	return done
 }
