@@ -25,7 +25,8 @@ func (r *runner) storm(ctx context.Context) *Result {
 			"distinct chats; once sending has started, the benchmark opens a bot-wide pause on the emulator "+
 			"(`OpenPause`, scope bot, retry_after %d s) %d times, %v after the previous one ended: the next "+
 			"sendMessage gets 429 and the pause begins. Figure: the emulator's `sent_in_any_pause`, requests that "+
-			"arrived while any announced pause was in force (judged on arrival). One run: it is a demonstration "+
+			"arrived while a pause was in force whose 429 the worker could have read (written at least "+
+			"`SenderReactionTime`, 5 ms, before; judged on arrival). One run: it is a demonstration "+
 			"with a plot, not a rate.", n, int(r.cfg.StormPause/time.Second), r.cfg.StormPauses, r.cfg.StormGap),
 	}
 	return r.measure(ctx, res, 1, func(ctx context.Context, _ int) (f RunFigures, err error) {
