@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -22,15 +22,7 @@ import (
 // standby reports itself on /readyz, takes over when the leader is killed
 // with SIGKILL, drains the rest, and exits 0 on SIGTERM.
 func TestBinaryAgainstStandaloneServer(t *testing.T) {
-	bin := os.Getenv("TGNOTIFY_BIN")
-	if bin == "" {
-		t.Skip("TGNOTIFY_BIN is not set: this test runs bin/publisher against bin/nats-server; run `make test`, or `make build` and TGNOTIFY_BIN=$PWD/bin go test ./cmd/publisher")
-	}
-	for _, name := range []string{"nats-server", "publisher"} {
-		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
-			t.Fatalf("TGNOTIFY_BIN=%s has no %s: run `make build`", bin, name)
-		}
-	}
+	bin := builtbin.Dir(t, "nats-server", "publisher")
 	dir := t.TempDir()
 	sup, err := procs.New(filepath.Join(dir, "logs"), nil)
 	if err != nil {

@@ -15,26 +15,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/builtbin"
 )
 
 // demoBinary returns $TGNOTIFY_BIN/demo, or skips the test: the demo starts
 // the real binaries, which `make build` puts there.
 func demoBinary(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("TGNOTIFY_BIN")
-	if dir == "" {
-		t.Skip("TGNOTIFY_BIN is not set: this test runs the built binaries; run `make test`, or `make build` and TGNOTIFY_BIN=$PWD/bin go test ./examples/demo")
-	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range append(binaries(false), "demo") {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			t.Fatalf("TGNOTIFY_BIN=%s lacks %s: run `make build`", dir, name)
-		}
-	}
-	return filepath.Join(dir, "demo")
+	return filepath.Join(builtbin.Dir(t, append(binaries(false), "demo")...), "demo")
 }
 
 // demoRun is the demo running as a child process of the test.

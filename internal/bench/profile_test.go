@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
@@ -121,16 +121,7 @@ func BenchmarkDrainOutbox(b *testing.B) {
 // make test) or skips the test.
 func binDir(tb testing.TB) string {
 	tb.Helper()
-	bin := os.Getenv("TGNOTIFY_BIN")
-	if bin == "" {
-		tb.Skip("TGNOTIFY_BIN is not set: run `make test`, or build the binaries (make build) and set TGNOTIFY_BIN=$PWD/bin")
-	}
-	for _, name := range []string{"nats-server", "publisher", "telegram-worker"} {
-		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
-			tb.Skipf("%s is missing in TGNOTIFY_BIN=%s: run make build", name, bin)
-		}
-	}
-	return bin
+	return builtbin.Dir(tb, "nats-server", "publisher", "telegram-worker")
 }
 
 // testWriter sends progress lines to the test log.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tgnotify/tgnotify/internal/bench"
+	"github.com/tgnotify/tgnotify/internal/builtbin"
 )
 
 // TestSmoke runs every scenario of the suite end to end at tiny sizes, one
@@ -17,10 +18,7 @@ import (
 // plots: the benchmarks cannot rot unnoticed. No figure is asserted beyond
 // its existence; the sizes are far too small to mean anything.
 func TestSmoke(t *testing.T) {
-	bin := os.Getenv("TGNOTIFY_BIN")
-	if bin == "" {
-		t.Skip("TGNOTIFY_BIN is not set: run `make test`, or build the binaries (make build) and set TGNOTIFY_BIN=$PWD/bin")
-	}
+	bin := builtbin.Dir(t)
 	dir := t.TempDir()
 	cfg := bench.Smoke(bin, filepath.Join(dir, "work"), filepath.Join("..", "..", "configs", "nats-server.conf"))
 	var progress strings.Builder

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v2"
 
+	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
@@ -450,10 +451,7 @@ func TestNATSServerConfig(t *testing.T) {
 	if !strings.Contains(conf, "Jepsen") {
 		t.Error("nats-server.conf must say why sync_interval is always")
 	}
-	bin := os.Getenv("TGNOTIFY_BIN")
-	if bin == "" {
-		t.Skip("TGNOTIFY_BIN is not set: skipping `nats-server -t`; run `make test`")
-	}
+	bin := builtbin.Dir(t, "nats-server")
 	out, err := exec.Command(filepath.Join(bin, "nats-server"), "-c", natsConf, "-t").CombinedOutput()
 	if err != nil {
 		t.Fatalf("nats-server -t rejects the configuration: %v\n%s", err, out)
@@ -464,10 +462,7 @@ func TestNATSServerConfig(t *testing.T) {
 // configuration file and -version: an unknown key or a bad value would stop
 // it with a usage error before it prints the version.
 func TestDaemonConfigFilesParse(t *testing.T) {
-	bin := os.Getenv("TGNOTIFY_BIN")
-	if bin == "" {
-		t.Skip("TGNOTIFY_BIN is not set: this test runs bin/publisher and bin/telegram-worker; run `make test`")
-	}
+	bin := builtbin.Dir(t, "publisher", "telegram-worker")
 	for daemon, file := range map[string]string{
 		"telegram-worker": "../../configs/telegram-worker.yaml",
 		"publisher":       "../../configs/publisher.yaml",

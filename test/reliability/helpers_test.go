@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
 )
@@ -29,19 +30,7 @@ import (
 // bin returns the path of a built binary, or skips the test.
 func bin(t *testing.T, name string) string {
 	t.Helper()
-	dir := os.Getenv("TGNOTIFY_BIN")
-	if dir == "" {
-		t.Skip("TGNOTIFY_BIN is not set: these tests run the built binaries; run `make test`, or `make build` and TGNOTIFY_BIN=$PWD/bin go test ./test/reliability")
-	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("TGNOTIFY_BIN=%s has no %s: run `make build`", dir, name)
-	}
-	return path
+	return filepath.Join(builtbin.Dir(t, name), name)
 }
 
 // result is how a short-lived run of a binary ended.

@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
@@ -94,17 +95,7 @@ type shell struct {
 
 func newShell(t *testing.T, natsURL string) *shell {
 	t.Helper()
-	bin := os.Getenv("TGNOTIFY_BIN")
-	if bin == "" {
-		t.Skip("TGNOTIFY_BIN is not set: this test runs the real nats CLI from `make build`; run `make test`, or `make build` and TGNOTIFY_BIN=$PWD/bin go test ./test/runbook")
-	}
-	bin, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(bin, "nats")); err != nil {
-		t.Fatalf("TGNOTIFY_BIN=%s has no nats CLI: run `make build`", bin)
-	}
+	bin := builtbin.Dir(t, "nats")
 	scripts, err := filepath.Abs("../../scripts")
 	if err != nil {
 		t.Fatal(err)
