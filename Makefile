@@ -60,8 +60,8 @@ chaos: build ## Fault injection on the real binaries, then invariant checks (CHA
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 3m) with one worker; new failures land in testdata/fuzz.
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodePayload$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/outbox
-	$(GO) test -run='^$$' -fuzz='^FuzzValidate$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/outbox
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodePayload$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/notify
+	$(GO) test -run='^$$' -fuzz='^FuzzValidate$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/notify
 	$(GO) test -run='^$$' -fuzz='^FuzzParseResponse$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/botapi
 
 .PHONY: bench

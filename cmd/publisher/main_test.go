@@ -22,6 +22,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
@@ -159,7 +160,7 @@ func enqueue(t *testing.T, db *sql.DB, from, to int) {
 		t.Fatal(err)
 	}
 	for i := from; i < to; i++ {
-		n := outbox.Notification{Key: fmt.Sprintf("order:%05d", i), ChatID: int64(100 + i%7), Text: fmt.Sprintf("order %d shipped", i)}
+		n := notify.Notification{Key: fmt.Sprintf("order:%05d", i), ChatID: int64(100 + i%7), Text: fmt.Sprintf("order %d shipped", i)}
 		if _, err := outbox.Enqueue(ctx, tx, n); err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
@@ -263,7 +264,7 @@ func (r *runner) drainRaw(ctx context.Context, st *stack, rows []outbox.Row) (dr
 	before := st.clocks()
 	failed, err := publishAsync(ctx, nc, len(rows), func(i int) (*nats.Msg, error) {
 		row := rows[i]
-		return jetstream.NotificationMsg(row.ChatID, row.Key, row.CreatedAt, outbox.PayloadContentType, row.Payload), nil
+		return jetstream.NotificationMsg(row.ChatID, row.Key, row.CreatedAt, notify.PayloadContentType, row.Payload), nil
 	})
 	after := st.clocks()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/tgnotify/tgnotify/examples/shop/shop"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
@@ -158,7 +159,7 @@ func (r *runner) pubAckRun(ctx context.Context, sync serverSync, run, orders int
 			if err != nil {
 				return err
 			}
-			msg := jetstream.NotificationMsg(chat, "raw:"+note.Key, note.CreatedAt, outbox.PayloadContentType, payload)
+			msg := jetstream.NotificationMsg(chat, "raw:"+note.Key, note.CreatedAt, notify.PayloadContentType, payload)
 			t0 := time.Now()
 			if _, err := st.js.PublishMsg(ctx, msg); err != nil {
 				return fmt.Errorf("raw publish: %w", err)

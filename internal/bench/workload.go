@@ -14,6 +14,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/examples/shop/shop"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -28,13 +29,13 @@ func benchOrder(id string, chat int64) shop.Order {
 
 // benchNotification returns the notification PlaceOrder would enqueue for
 // benchOrder(id, chat).
-func benchNotification(id string, chat int64, created time.Time) outbox.Notification {
-	return outbox.Notification{
+func benchNotification(id string, chat int64, created time.Time) notify.Notification {
+	return notify.Notification{
 		Key:       shop.NotificationKey(id),
 		ChatID:    chat,
 		Text:      shop.AcceptedMessage(benchOrder(id, chat)),
-		ParseMode: outbox.ParseModeHTML,
-		Priority:  outbox.PriorityTransactional,
+		ParseMode: notify.ParseModeHTML,
+		Priority:  notify.PriorityTransactional,
 		CreatedAt: created,
 	}
 }
@@ -172,7 +173,7 @@ func preload(ctx context.Context, st *stack, prefix string, n int, chat func(i i
 		if err != nil {
 			return nil, err
 		}
-		return jetstream.NotificationMsg(note.ChatID, note.Key, now, outbox.PayloadContentType, p), nil
+		return jetstream.NotificationMsg(note.ChatID, note.Key, now, notify.PayloadContentType, p), nil
 	})
 	if err != nil {
 		return fmt.Errorf("preloading NOTIFY: %w", err)

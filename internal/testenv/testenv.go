@@ -23,7 +23,7 @@ import (
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
-	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // Token is the bot token the emulator accepts.
@@ -105,7 +105,7 @@ func (e *Env) Client(token string) *botapi.Client {
 }
 
 // Publish puts a notification on its subject, as the publisher would.
-func (e *Env) Publish(n outbox.Notification) uint64 {
+func (e *Env) Publish(n notify.Notification) uint64 {
 	e.T.Helper()
 	if n.CreatedAt.IsZero() {
 		n.CreatedAt = time.Now().UTC()
@@ -114,7 +114,7 @@ func (e *Env) Publish(n outbox.Notification) uint64 {
 	if err != nil {
 		e.T.Fatalf("encoding %s: %v", n.Key, err)
 	}
-	ack, err := e.JS.PublishMsg(context.Background(), jetstream.NotificationMsg(n.ChatID, n.Key, n.CreatedAt, outbox.PayloadContentType, payload))
+	ack, err := e.JS.PublishMsg(context.Background(), jetstream.NotificationMsg(n.ChatID, n.Key, n.CreatedAt, notify.PayloadContentType, payload))
 	if err != nil {
 		e.T.Fatalf("publishing %s: %v", n.Key, err)
 	}

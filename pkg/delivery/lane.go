@@ -8,7 +8,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
-	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // job is one delivery of one stream message to this worker.
@@ -17,7 +17,7 @@ type job struct {
 	seq      uint64 // stream sequence
 	subject  string
 	chat     int64 // chat of the subject
-	n        outbox.Notification
+	n        notify.Notification
 	poison   error // set when the payload cannot be used
 	received time.Time
 	progress time.Time // last ack-timer reset (delivery or InProgress)
@@ -32,7 +32,7 @@ type job struct {
 	botRes, laneRes *rate.Reservation
 }
 
-func (j *job) transactional() bool { return j.n.Priority != outbox.PriorityBulk }
+func (j *job) transactional() bool { return j.n.Priority != notify.PriorityBulk }
 
 // parkedMsg is a message of a lane that went back to the stream with a delay
 // and has not come back yet.

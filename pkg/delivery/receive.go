@@ -9,7 +9,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
-	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // ReasonPoison is the dead-letter reason of a message whose payload cannot be
@@ -68,14 +68,14 @@ func (w *Worker) decode(j *job) error {
 		return fmt.Errorf("%w: %v", errPoison, err)
 	}
 	j.chat = chat
-	n, err := outbox.DecodePayload(j.msg.Data())
+	n, err := notify.DecodePayload(j.msg.Data())
 	if err != nil {
 		return fmt.Errorf("%w: %v", errPoison, err)
 	}
 	if n.ChatID != chat {
 		return fmt.Errorf("%w: payload chat_id %d does not match subject %s", errPoison, n.ChatID, j.subject)
 	}
-	if n.Channel != outbox.ChannelTelegram {
+	if n.Channel != notify.ChannelTelegram {
 		return fmt.Errorf("%w: channel %q is not telegram", errPoison, n.Channel)
 	}
 	if k := j.msg.Headers().Get(jetstream.HeaderKey); k != "" && k != n.Key {

@@ -10,11 +10,11 @@ import (
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
-	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
-func note(key string, chat int64, text string) outbox.Notification {
-	return outbox.Notification{Key: key, ChatID: chat, Text: text}
+func note(key string, chat int64, text string) notify.Notification {
+	return notify.Notification{Key: key, ChatID: chat, Text: text}
 }
 
 // fastLimits are Telegram's limits scaled up so tests run in seconds; the
@@ -91,7 +91,7 @@ func TestBlockedChatIsDeadLetteredOnce(t *testing.T) {
 		h.Get(jetstream.HeaderOriginalSeq) != "2" || h.Get(jetstream.HeaderAttempts) != "1" || h.Get(jetstream.HeaderDeadAt) == "" {
 		t.Fatalf("dead letter %s headers %v", dl.Subject, h)
 	}
-	if _, err := outbox.DecodePayload(dl.Data); err != nil {
+	if _, err := notify.DecodePayload(dl.Data); err != nil {
 		t.Fatalf("dead letter body is not the original payload: %v", err)
 	}
 	if h.Get("Nats-Pin-Id") != "" {

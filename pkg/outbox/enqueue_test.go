@@ -5,13 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
-func enqueue(t *testing.T, db *sql.DB, n outbox.Notification) bool {
+func enqueue(t *testing.T, db *sql.DB, n notify.Notification) bool {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.BeginTx(ctx, nil)
@@ -27,6 +29,15 @@ func enqueue(t *testing.T, db *sql.DB, n outbox.Notification) bool {
 		t.Fatal(err)
 	}
 	return inserted
+}
+
+func validNotification() notify.Notification {
+	return notify.Notification{
+		Key:       "order:A1:accepted",
+		ChatID:    100,
+		Text:      "Order A1 accepted",
+		CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+	}
 }
 
 func countRows(t *testing.T, db *sql.DB) int {
@@ -86,8 +97,8 @@ func TestEnqueueInvalidWritesNothing(t *testing.T) {
 	n := validNotification()
 	n.Text = ""
 	_, err := outbox.Enqueue(ctx, tx, n)
-	var ve *outbox.ValidationError
-	if !errors.Is(err, outbox.ErrInvalid) || !errors.As(err, &ve) || ve.Field != "text" {
+	var ve *notify.ValidationError
+	if !errors.Is(err, notify.ErrInvalid) || !errors.As(err, &ve) || ve.Field != "text" {
 		t.Fatalf("Enqueue of an empty text = %v, want a validation error on text", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -111,7 +122,7 @@ func TestEnqueueSetsCreatedAt(t *testing.T) {
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("Pending = %v, %v", rows, err)
 	}
-	got, err := outbox.DecodePayload(rows[0].Payload)
+	got, err := notify.DecodePayload(rows[0].Payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,5 +167,73 @@ func TestEnqueueConcurrentWriters(t *testing.T) {
 	}
 	if got := countRows(t, db); got != writers*each {
 		t.Fatalf("outbox has %d rows, want %d", got, writers*each)
+	}
+}
+
+// An application that opens the database itself, with its own driver
+// settings, migrates it with Migrate and enqueues inside its own
+// transaction, through a Writer or without one.
+func TestEnqueueOnTheApplicationsOwnHandle(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; i < 2; i++ { // idempotent
+		if err := outbox.Migrate(ctx, db); err != nil {
+			t.Fatalf("Migrate (run %d): %v", i+1, err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	// A database/sql transaction, through the Writer's prepared statement.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id) VALUES ('A1')`); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := w.Enqueue(ctx, tx, validNotification()); err != nil || !ok {
+		t.Fatalf("Writer.Enqueue on the application's tx = %v, %v; want true, nil", ok, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A connection on which the application runs BEGIN IMMEDIATE itself.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	n := validNotification()
+	n.Key = "order:A2:accepted"
+	if ok, err := w.Enqueue(ctx, conn, n); err != nil || !ok {
+		t.Fatalf("Writer.Enqueue on a *sql.Conn = %v, %v; want true, nil", ok, err)
+	}
+	if ok, err := outbox.Enqueue(ctx, conn, n); err != nil || ok {
+		t.Fatalf("Enqueue of the same key again = %v, %v; want false, nil", ok, err)
+	}
+	if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if got := countRows(t, db); got != 1 {
+		t.Fatalf("outbox has %d rows after one commit and one rollback, want 1", got)
+	}
+	if _, err := w.Enqueue(ctx, (*sql.Tx)(nil), n); err == nil {
+		t.Fatal("Writer.Enqueue with a nil *sql.Tx succeeded, want an error")
 	}
 }

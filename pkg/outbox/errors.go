@@ -1,45 +1,13 @@
 package outbox
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
-// ErrInvalid is the sentinel every validation failure matches with errors.Is.
-// The concrete error is a [*ValidationError] that names the field.
-var ErrInvalid = errors.New("invalid notification")
-
-// ErrSchemaTooNew is returned by [Open] when the database was migrated by a
-// newer version of this package than the running one. The database is left
-// untouched: running old code against a newer schema could lose data.
+// ErrSchemaTooNew is returned by [Open] and [Migrate] when the database was
+// migrated by a newer version of this package than the running one. The
+// database is left untouched: running old code against a newer schema could
+// lose data.
 var ErrSchemaTooNew = errors.New("outbox schema is newer than this program supports")
 
 // ErrNotSQLite is returned by [Open] when the file exists but is not an SQLite
 // database.
 var ErrNotSQLite = errors.New("file is not an SQLite database")
-
-// ErrUnsupportedPayloadVersion is returned by [DecodePayload] for a payload
-// written by a newer producer than this program understands.
-var ErrUnsupportedPayloadVersion = errors.New("unsupported payload version")
-
-// ValidationError reports which field of a notification is invalid and why.
-// It matches [ErrInvalid] with errors.Is.
-type ValidationError struct {
-	// Field is the name of the invalid field as it appears in the payload
-	// (for example "chat_id" or "text").
-	Field string
-	// Reason says what is wrong with it, in lower case.
-	Reason string
-}
-
-// Error returns a message naming the field and the problem.
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("invalid notification: %s: %s", e.Field, e.Reason)
-}
-
-// Is reports whether target is [ErrInvalid].
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
-
-func invalid(field, format string, args ...any) error {
-	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}

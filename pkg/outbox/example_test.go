@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -34,11 +35,11 @@ func ExampleEnqueue() {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id) VALUES (?) ON CONFLICT DO NOTHING`, id); err != nil {
 			return false, err
 		}
-		inserted, err := outbox.Enqueue(ctx, tx, outbox.Notification{
+		inserted, err := outbox.Enqueue(ctx, tx, notify.Notification{
 			Key:       "order:" + id + ":accepted",
 			ChatID:    chatID,
-			Text:      "<b>Order " + outbox.EscapeHTML(id) + " accepted</b>, " + outbox.EscapeHTML(customer),
-			ParseMode: outbox.ParseModeHTML,
+			Text:      "<b>Order " + notify.EscapeHTML(id) + " accepted</b>, " + notify.EscapeHTML(customer),
+			ParseMode: notify.ParseModeHTML,
 		})
 		if err != nil {
 			return false, err

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -33,18 +34,33 @@ var migrations = []string{
 // SchemaVersion is the outbox schema version this package writes.
 func SchemaVersion() int { return len(migrations) }
 
-// migrate applies the pending migrations, each in its own immediate
-// transaction together with its bookkeeping row, so concurrent openers and
-// crashes never apply one twice or half.
-func migrate(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS outbox_schema (
+// Migrate brings the outbox schema of db up to [SchemaVersion]: it creates
+// the outbox table on a new database and applies later migrations to an
+// older one. It is what [Open] runs; an application that opens its
+// database itself (its own driver settings, its own pool) calls it once at
+// start. It is safe to run concurrently from several processes and after a
+// crash: each migration is applied in its own BEGIN IMMEDIATE transaction
+// together with its bookkeeping row, so none is applied twice or half.
+//
+// A database migrated by a newer version of this package is refused with
+// [ErrSchemaTooNew] and left untouched.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	if db == nil {
+		return errors.New("migrating outbox schema: database is nil")
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating outbox schema: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS outbox_schema (
 		version    INTEGER PRIMARY KEY,
 		applied_at INTEGER NOT NULL
 	)`); err != nil {
 		return fmt.Errorf("creating schema table: %w", err)
 	}
 	for {
-		done, err := migrateOne(ctx, db)
+		done, err := migrateOne(ctx, conn)
 		if err != nil || done {
 			return err
 		}
@@ -52,15 +68,21 @@ func migrate(ctx context.Context, db *sql.DB) error {
 }
 
 // migrateOne applies the next migration, if any, and reports whether the
-// schema is now current.
-func migrateOne(ctx context.Context, db *sql.DB) (done bool, err error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
+// schema is now current. It manages the transaction with explicit
+// statements rather than database/sql's BeginTx, so that it is an immediate
+// one whatever the DSN of the application's handle says.
+func migrateOne(ctx context.Context, conn *sql.Conn) (done bool, err error) {
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return false, fmt.Errorf("beginning migration: %w", err)
 	}
-	defer tx.Rollback()
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+	}()
 	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM outbox_schema`).Scan(&current); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM outbox_schema`).Scan(&current); err != nil {
 		return false, fmt.Errorf("reading schema version: %w", err)
 	}
 	switch {
@@ -69,14 +91,15 @@ func migrateOne(ctx context.Context, db *sql.DB) (done bool, err error) {
 	case current == len(migrations):
 		return true, nil
 	}
-	if _, err := tx.ExecContext(ctx, migrations[current]); err != nil {
+	if _, err := conn.ExecContext(ctx, migrations[current]); err != nil {
 		return false, fmt.Errorf("applying schema version %d: %w", current+1, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO outbox_schema (version, applied_at) VALUES (?, ?)`, current+1, time.Now().UnixNano()); err != nil {
+	if _, err := conn.ExecContext(ctx, `INSERT INTO outbox_schema (version, applied_at) VALUES (?, ?)`, current+1, time.Now().UnixNano()); err != nil {
 		return false, fmt.Errorf("recording schema version %d: %w", current+1, err)
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
 		return false, fmt.Errorf("committing schema version %d: %w", current+1, err)
 	}
+	committed = true
 	return false, nil
 }

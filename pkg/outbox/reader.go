@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // Row is one outbox row as the publisher reads it. Payload is the encoded
@@ -14,7 +16,7 @@ import (
 type Row struct {
 	ID        int64
 	Key       string
-	Channel   Channel
+	Channel   notify.Channel
 	ChatID    int64
 	Payload   []byte
 	CreatedAt time.Time
@@ -83,7 +85,7 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 		if err := rows.Scan(&row.ID, &row.Key, &channel, &row.ChatID, &row.Payload, &created); err != nil {
 			return nil, fmt.Errorf("scanning pending row: %w", err)
 		}
-		row.Channel = Channel(channel)
+		row.Channel = notify.Channel(channel)
 		row.CreatedAt = time.Unix(0, created).UTC()
 		out = append(out, row)
 	}

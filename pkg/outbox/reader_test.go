@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -35,10 +36,10 @@ func TestPendingInIDOrderAfterCursor(t *testing.T) {
 	if len(first) != 4 || first[0].ID != 1 || first[3].ID != 4 {
 		t.Fatalf("first batch ids %v, want 1..4", ids(first))
 	}
-	if first[0].Key != "order:1:accepted" || first[0].ChatID != 101 || first[0].Channel != outbox.ChannelTelegram {
+	if first[0].Key != "order:1:accepted" || first[0].ChatID != 101 || first[0].Channel != notify.ChannelTelegram {
 		t.Fatalf("first row = %+v", first[0])
 	}
-	if n, err := outbox.DecodePayload(first[0].Payload); err != nil || n.Key != first[0].Key {
+	if n, err := notify.DecodePayload(first[0].Payload); err != nil || n.Key != first[0].Key {
 		t.Fatalf("payload of first row decodes to %+v, %v", n, err)
 	}
 	rest, err := r.Pending(ctx, first[3].ID, 100)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
@@ -87,7 +88,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.ResetTimer()
 		start, cpu0, alloc0 := time.Now(), cpuTime(), allocated()
 		for _, m := range msgs {
-			f, err := js.PublishMsgAsync(jetstream.NotificationMsg(m.chat, m.key, m.created, outbox.PayloadContentType, m.payload))
+			f, err := js.PublishMsgAsync(jetstream.NotificationMsg(m.chat, m.key, m.created, notify.PayloadContentType, m.payload))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
@@ -62,12 +63,12 @@ func newEnv(t testing.TB, opts ...natstest.Option) *env {
 
 // notification returns the i-th test notification: chat 1000+i%chats, key
 // "k-<i>".
-func notification(i, chats int) outbox.Notification {
-	return outbox.Notification{
+func notification(i, chats int) notify.Notification {
+	return notify.Notification{
 		Key:       fmt.Sprintf("k-%07d", i),
 		ChatID:    int64(1000 + i%chats),
 		Text:      fmt.Sprintf("Order <b>#%d</b> was accepted and will ship tomorrow.", i),
-		ParseMode: outbox.ParseModeHTML,
+		ParseMode: notify.ParseModeHTML,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -280,7 +281,7 @@ func (r *round) publish(in <-chan []outbox.Row, out chan<- *batch) {
 			if b.err = r.publishable(row); b.err != nil || r.stopped() {
 				break
 			}
-			msg := jetstream.NotificationMsg(row.ChatID, row.Key, row.CreatedAt, outbox.PayloadContentType, row.Payload)
+			msg := jetstream.NotificationMsg(row.ChatID, row.Key, row.CreatedAt, notify.PayloadContentType, row.Payload)
 			msg.Reply = reply + strconv.Itoa(i)
 			if err := p.nc.PublishMsg(msg); err != nil {
 				b.err = fmt.Errorf("publishing row %d (key %q): %w", row.ID, row.Key, err)
@@ -325,7 +326,7 @@ func (r *round) publishable(row outbox.Row) error {
 		}
 	default:
 	}
-	if row.Channel != outbox.ChannelTelegram && row.Channel != "" {
+	if row.Channel != notify.ChannelTelegram && row.Channel != "" {
 		return fmt.Errorf("row %d has channel %q, which this publisher does not support", row.ID, row.Channel)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
@@ -104,8 +105,8 @@ func TestDrainsEveryRowOnceInOrder(t *testing.T) {
 		if got := meta.CreatedAt.UnixNano(); got != w.created {
 			t.Fatalf("%s: Notify-Created-At %d, want %d", m.key, got, w.created)
 		}
-		if meta.ContentType != outbox.PayloadContentType {
-			t.Fatalf("%s: Content-Type %q, want %q", m.key, meta.ContentType, outbox.PayloadContentType)
+		if meta.ContentType != notify.PayloadContentType {
+			t.Fatalf("%s: Content-Type %q, want %q", m.key, meta.ContentType, notify.PayloadContentType)
 		}
 	}
 

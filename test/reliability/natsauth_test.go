@@ -18,6 +18,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -45,7 +46,7 @@ func TestPublisherOverMutualTLSWithCredentials(t *testing.T) {
 	}
 	const rows = 25
 	for i := range rows {
-		if _, err := outbox.Enqueue(ctx, tx, outbox.Notification{Key: fmt.Sprintf("tls:%d", i), ChatID: 100, Text: "hello"}); err != nil {
+		if _, err := outbox.Enqueue(ctx, tx, notify.Notification{Key: fmt.Sprintf("tls:%d", i), ChatID: 100, Text: "hello"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,12 +132,12 @@ func TestWorkerOverTLSWithPassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := outbox.Notification{Key: "tls:worker", ChatID: 100, Text: "over TLS", CreatedAt: time.Now()}
+	n := notify.Notification{Key: "tls:worker", ChatID: 100, Text: "over TLS", CreatedAt: time.Now()}
 	b, err := n.MarshalPayload()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.PublishMsg(context.Background(), jetstream.NotificationMsg(100, n.Key, n.CreatedAt, outbox.PayloadContentType, b)); err != nil {
+	if _, err := js.PublishMsg(context.Background(), jetstream.NotificationMsg(100, n.Key, n.CreatedAt, notify.PayloadContentType, b)); err != nil {
 		t.Fatal(err)
 	}
 	var msgs struct {

@@ -17,7 +17,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
-	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // secretToken is the bot token of these tests, in Telegram's format. Its
@@ -74,12 +74,12 @@ func TestWorkerNeverExposesTheToken(t *testing.T) {
 	publish := func() {
 		t.Helper()
 		n++
-		note := outbox.Notification{Key: "secret:" + strings.Repeat("x", n), ChatID: 100, Text: "order accepted", CreatedAt: time.Now()}
+		note := notify.Notification{Key: "secret:" + strings.Repeat("x", n), ChatID: 100, Text: "order accepted", CreatedAt: time.Now()}
 		b, err := note.MarshalPayload()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := js.PublishMsg(context.Background(), jetstream.NotificationMsg(100, note.Key, note.CreatedAt, outbox.PayloadContentType, b)); err != nil {
+		if _, err := js.PublishMsg(context.Background(), jetstream.NotificationMsg(100, note.Key, note.CreatedAt, notify.PayloadContentType, b)); err != nil {
 			t.Fatal(err)
 		}
 	}

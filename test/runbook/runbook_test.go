@@ -31,7 +31,7 @@ import (
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
-	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 const runbookPath = "../../docs/RUNBOOK.md"
@@ -231,8 +231,8 @@ func TestRunbookDeadLetterCommands(t *testing.T) {
 	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.Fault5xx}); err != nil {
 		t.Fatal(err)
 	}
-	r1 := outbox.Notification{Key: "order:R1:accepted", ChatID: 100, Text: "order R1 accepted"}
-	r2 := outbox.Notification{Key: "order:R2:accepted", ChatID: 101, Text: "order R2 accepted"}
+	r1 := notify.Notification{Key: "order:R1:accepted", ChatID: 100, Text: "order R1 accepted"}
+	r2 := notify.Notification{Key: "order:R2:accepted", ChatID: 101, Text: "order R2 accepted"}
 	env.Publish(r1)
 	env.Publish(r2)
 	republish(t, env, r2, "order:R2:accepted:again")
@@ -240,7 +240,7 @@ func TestRunbookDeadLetterCommands(t *testing.T) {
 	env.Emu.StopOutage()
 
 	// A blocked chat and a poison message.
-	env.Publish(outbox.Notification{Key: "order:R3:accepted", ChatID: 200, Text: "order R3 accepted"})
+	env.Publish(notify.Notification{Key: "order:R3:accepted", ChatID: 200, Text: "order R3 accepted"})
 	env.PublishRaw("notify.telegram.300", []byte("not a notification"), nats.Header{})
 	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.DeadLetters()) == 5 }, "blocked and poison dead letters")
 	natstest.WaitFor(t, 10*time.Second, func() bool { return drained(t, env) }, "the worker to ack everything")
@@ -371,14 +371,14 @@ func TestRunbookDeadLetterCommands(t *testing.T) {
 }
 
 // republish publishes n again under another message id.
-func republish(t *testing.T, env *testenv.Env, n outbox.Notification, msgID string) {
+func republish(t *testing.T, env *testenv.Env, n notify.Notification, msgID string) {
 	t.Helper()
 	n.CreatedAt = time.Now().UTC()
 	payload, err := n.MarshalPayload()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := jetstream.NotificationMsg(n.ChatID, n.Key, n.CreatedAt, outbox.PayloadContentType, payload)
+	m := jetstream.NotificationMsg(n.ChatID, n.Key, n.CreatedAt, notify.PayloadContentType, payload)
 	m.Header.Set(jetstream.HeaderMsgID, msgID)
 	if _, err := env.JS.PublishMsg(context.Background(), m); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // AcceptedMessage renders the "order accepted" notification in Telegram's
@@ -16,24 +16,24 @@ import (
 //	<b>Total: 7.00</b>
 //
 // Every customer-provided string (order id, customer name, item names) goes
-// through outbox.EscapeHTML, so it can be neither markup nor a broken entity.
+// through notify.EscapeHTML, so it can be neither markup nor a broken entity.
 // The template is written as code rather than text/template: it runs inside
 // checkout on every order, and this form costs a tenth of the time.
 func AcceptedMessage(o Order) string {
 	var b strings.Builder
 	b.Grow(128 + 64*len(o.Items))
 	b.WriteString("<b>Order ")
-	b.WriteString(outbox.EscapeHTML(o.ID))
+	b.WriteString(notify.EscapeHTML(o.ID))
 	b.WriteString(" accepted</b>\n")
 	if o.Customer != "" {
 		b.WriteString("Hello, ")
-		b.WriteString(outbox.EscapeHTML(o.Customer))
+		b.WriteString(notify.EscapeHTML(o.Customer))
 		b.WriteString("! ")
 	}
 	b.WriteString("We have received your order:\n")
 	for _, it := range o.Items {
 		b.WriteString("• ")
-		b.WriteString(outbox.EscapeHTML(it.Name))
+		b.WriteString(notify.EscapeHTML(it.Name))
 		b.WriteString(" × ")
 		b.WriteString(strconv.FormatInt(it.Qty, 10))
 		b.WriteString(" — ")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -141,16 +142,16 @@ func (s *Service) PlaceOrder(ctx context.Context, o Order) (placed PlacedOrder, 
 		}
 	}
 	if s.notify {
-		_, err := s.outbox.Enqueue(ctx, tx, outbox.Notification{
+		_, err := s.outbox.Enqueue(ctx, tx, notify.Notification{
 			Key:       placed.NotificationKey,
 			ChatID:    o.ChatID,
 			Text:      text,
-			ParseMode: outbox.ParseModeHTML,
-			Priority:  outbox.PriorityTransactional,
+			ParseMode: notify.ParseModeHTML,
+			Priority:  notify.PriorityTransactional,
 			CreatedAt: placed.CreatedAt,
 		})
 		if err != nil {
-			if errors.Is(err, outbox.ErrInvalid) {
+			if errors.Is(err, notify.ErrInvalid) {
 				// The order passed validation but its message does not fit
 				// Telegram (too long with many long item names).
 				return PlacedOrder{}, false, invalidOrder("items", "the order message would be invalid: %v", err)

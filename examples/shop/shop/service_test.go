@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -95,11 +96,11 @@ func TestPlaceOrderNotification(t *testing.T) {
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("Pending = %v, %v", rows, err)
 	}
-	n, err := outbox.DecodePayload(rows[0].Payload)
+	n, err := notify.DecodePayload(rows[0].Payload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Key != "order:B<7>:accepted" || n.ChatID != -1001234 || n.ParseMode != outbox.ParseModeHTML || n.Priority != outbox.PriorityTransactional {
+	if n.Key != "order:B<7>:accepted" || n.ChatID != -1001234 || n.ParseMode != notify.ParseModeHTML || n.Priority != notify.PriorityTransactional {
 		t.Fatalf("notification = %+v", n)
 	}
 	for _, want := range []string{

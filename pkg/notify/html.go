@@ -1,4 +1,4 @@
-package outbox
+package notify
 
 import "strings"
 

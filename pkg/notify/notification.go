@@ -1,4 +1,4 @@
-package outbox
+package notify
 
 import (
 	"html"
@@ -81,8 +81,9 @@ type Notification struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// normalize fills the defaults of optional enumerations.
-func (n *Notification) normalize() {
+// Normalize fills the defaults of optional enumerations (channel, priority)
+// in place.
+func (n *Notification) Normalize() {
 	if n.Channel == "" {
 		n.Channel = ChannelTelegram
 	}

@@ -1,4 +1,4 @@
-package outbox
+package notify
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ type payload struct {
 // MarshalPayload validates the notification and encodes it as the versioned
 // JSON payload that the outbox stores and the publisher and worker carry.
 func (n Notification) MarshalPayload() ([]byte, error) {
-	n.normalize()
+	n.Normalize()
 	if err := n.Validate(); err != nil {
 		return nil, err
 	}
@@ -68,6 +68,6 @@ func DecodePayload(b []byte) (Notification, error) {
 	if err := n.Validate(); err != nil {
 		return Notification{}, err
 	}
-	n.normalize()
+	n.Normalize()
 	return n, nil
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package notify_test
 
 import (
 	"encoding/json"
@@ -7,26 +7,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 func TestPayloadRoundTrip(t *testing.T) {
 	n := validNotification()
-	n.ParseMode = outbox.ParseModeHTML
+	n.ParseMode = notify.ParseModeHTML
 	n.Text = "<b>Order</b> &amp; more"
 	n.DisableNotification = true
 	n.ProtectContent = true
-	n.Priority = outbox.PriorityBulk
+	n.Priority = notify.PriorityBulk
 	n.ExpiresAt = n.CreatedAt.Add(time.Hour)
 	b, err := n.MarshalPayload()
 	if err != nil {
 		t.Fatalf("MarshalPayload: %v", err)
 	}
-	got, err := outbox.DecodePayload(b)
+	got, err := notify.DecodePayload(b)
 	if err != nil {
 		t.Fatalf("DecodePayload(%s): %v", b, err)
 	}
-	n.Channel = outbox.ChannelTelegram
+	n.Channel = notify.ChannelTelegram
 	if !got.CreatedAt.Equal(n.CreatedAt) || !got.ExpiresAt.Equal(n.ExpiresAt) {
 		t.Fatalf("times: got %v/%v, want %v/%v", got.CreatedAt, got.ExpiresAt, n.CreatedAt, n.ExpiresAt)
 	}
@@ -62,7 +62,7 @@ func TestPayloadWireForm(t *testing.T) {
 func TestMarshalPayloadValidates(t *testing.T) {
 	n := validNotification()
 	n.ChatID = 0
-	if _, err := n.MarshalPayload(); !errors.Is(err, outbox.ErrInvalid) {
+	if _, err := n.MarshalPayload(); !errors.Is(err, notify.ErrInvalid) {
 		t.Fatalf("MarshalPayload of an invalid notification = %v, want ErrInvalid", err)
 	}
 }
@@ -73,26 +73,26 @@ func TestDecodePayloadRejects(t *testing.T) {
 		want          error
 		field         string
 	}{
-		{"empty", ``, outbox.ErrInvalid, "payload"},
-		{"not json", `<html>`, outbox.ErrInvalid, "payload"},
-		{"array", `[1,2]`, outbox.ErrInvalid, "payload"},
-		{"trailing", `{"v":1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"} {}`, outbox.ErrInvalid, "payload"},
-		{"no version", `{"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "v"},
-		{"negative version", `{"v":-1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "v"},
-		{"future version", `{"v":2,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrUnsupportedPayloadVersion, ""},
-		{"no created_at", `{"v":1,"key":"k","chat_id":1,"text":"t"}`, outbox.ErrInvalid, "created_at"},
-		{"bad chat type", `{"v":1,"key":"k","chat_id":"1","text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "payload"},
-		{"zero chat", `{"v":1,"key":"k","chat_id":0,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "chat_id"},
-		{"no key", `{"v":1,"chat_id":5,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, outbox.ErrInvalid, "key"},
-		{"oversized", `{"v":1,"text":"` + strings.Repeat("x", outbox.MaxPayloadBytes) + `"}`, outbox.ErrInvalid, "payload"},
+		{"empty", ``, notify.ErrInvalid, "payload"},
+		{"not json", `<html>`, notify.ErrInvalid, "payload"},
+		{"array", `[1,2]`, notify.ErrInvalid, "payload"},
+		{"trailing", `{"v":1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"} {}`, notify.ErrInvalid, "payload"},
+		{"no version", `{"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
+		{"negative version", `{"v":-1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
+		{"future version", `{"v":2,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrUnsupportedPayloadVersion, ""},
+		{"no created_at", `{"v":1,"key":"k","chat_id":1,"text":"t"}`, notify.ErrInvalid, "created_at"},
+		{"bad chat type", `{"v":1,"key":"k","chat_id":"1","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "payload"},
+		{"zero chat", `{"v":1,"key":"k","chat_id":0,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "chat_id"},
+		{"no key", `{"v":1,"chat_id":5,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "key"},
+		{"oversized", `{"v":1,"text":"` + strings.Repeat("x", notify.MaxPayloadBytes) + `"}`, notify.ErrInvalid, "payload"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := outbox.DecodePayload([]byte(tc.payload))
+			_, err := notify.DecodePayload([]byte(tc.payload))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("DecodePayload = %v, want %v", err, tc.want)
 			}
-			var ve *outbox.ValidationError
+			var ve *notify.ValidationError
 			if tc.field != "" && (!errors.As(err, &ve) || ve.Field != tc.field) {
 				t.Fatalf("DecodePayload = %v, want a validation error on field %q", err, tc.field)
 			}
@@ -103,9 +103,9 @@ func TestDecodePayloadRejects(t *testing.T) {
 // FuzzDecodePayload checks that decoding never panics, that whatever it
 // accepts is valid, and that an accepted payload survives a round trip.
 func FuzzDecodePayload(f *testing.F) {
-	for _, n := range []outbox.Notification{validNotification(), func() outbox.Notification {
+	for _, n := range []notify.Notification{validNotification(), func() notify.Notification {
 		n := validNotification()
-		n.ParseMode, n.Text, n.ChatID = outbox.ParseModeHTML, "<b>x</b> &amp;", -100123
+		n.ParseMode, n.Text, n.ChatID = notify.ParseModeHTML, "<b>x</b> &amp;", -100123
 		n.ExpiresAt = n.CreatedAt.Add(time.Minute)
 		return n
 	}()} {
@@ -119,9 +119,9 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add([]byte(`{"v":99,"key":"k"}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		n, err := outbox.DecodePayload(b)
+		n, err := notify.DecodePayload(b)
 		if err != nil {
-			if !errors.Is(err, outbox.ErrInvalid) && !errors.Is(err, outbox.ErrUnsupportedPayloadVersion) {
+			if !errors.Is(err, notify.ErrInvalid) && !errors.Is(err, notify.ErrUnsupportedPayloadVersion) {
 				t.Fatalf("DecodePayload error %v matches neither ErrInvalid nor ErrUnsupportedPayloadVersion", err)
 			}
 			return
@@ -133,7 +133,7 @@ func FuzzDecodePayload(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoding an accepted payload: %v", err)
 		}
-		m, err := outbox.DecodePayload(again)
+		m, err := notify.DecodePayload(again)
 		if err != nil {
 			t.Fatalf("decoding a re-encoded payload: %v", err)
 		}
@@ -151,10 +151,10 @@ func FuzzValidate(f *testing.F) {
 	f.Add("k", int64(1), `*x* \.`, "MarkdownV2", "transactional")
 	f.Add("", int64(0), "", "Markdown", "urgent")
 	f.Fuzz(func(t *testing.T, key string, chat int64, text, mode, prio string) {
-		n := outbox.Notification{Key: key, ChatID: chat, Text: text, ParseMode: outbox.ParseMode(mode),
-			Priority: outbox.Priority(prio), CreatedAt: time.Unix(1_700_000_000, 0).UTC()}
+		n := notify.Notification{Key: key, ChatID: chat, Text: text, ParseMode: notify.ParseMode(mode),
+			Priority: notify.Priority(prio), CreatedAt: time.Unix(1_700_000_000, 0).UTC()}
 		if err := n.Validate(); err != nil {
-			if !errors.Is(err, outbox.ErrInvalid) {
+			if !errors.Is(err, notify.ErrInvalid) {
 				t.Fatalf("Validate error %v does not match ErrInvalid", err)
 			}
 			return
@@ -163,7 +163,7 @@ func FuzzValidate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("MarshalPayload of a valid notification: %v", err)
 		}
-		if _, err := outbox.DecodePayload(b); err != nil {
+		if _, err := notify.DecodePayload(b); err != nil {
 			t.Fatalf("DecodePayload of a valid notification's payload: %v", err)
 		}
 	})
