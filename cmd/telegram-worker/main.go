@@ -26,6 +26,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/pkg/botapi"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
@@ -46,6 +47,7 @@ type settings struct {
 	streams     jetstream.StreamSettings
 	consumer    jetstream.WorkerSettings
 	worker      delivery.Config
+	telegram    telegram.Config
 	apiURL      string
 	tokenFile   string
 	reqTimeout  time.Duration
@@ -64,11 +66,11 @@ func parse(args []string, out io.Writer) (*settings, error) {
 	fs.StringVar(&s.tokenFile, "token-file", "", "`file` holding the bot token (default: $TELEGRAM_BOT_TOKEN)")
 	fs.DurationVar(&s.reqTimeout, "request-timeout", 10*time.Second, "timeout of one Bot API request")
 	fs.StringVar(&s.httpAddr, "http", "127.0.0.1:9102", "`address` of /metrics, /healthz, /readyz and /stats")
-	w := &s.worker
-	fs.Float64Var(&w.BotRate, "bot-rate", 0, "bot-wide messages per second (default 30, or 1000 with -paid-broadcast)")
-	fs.BoolVar(&w.PaidBroadcast, "paid-broadcast", false, "send with allow_paid_broadcast: up to 1000 msg/s, 0.1 Telegram Star per message")
-	fs.Float64Var(&w.ChatRate, "chat-rate", 1, "messages per second to one private chat")
-	fs.Float64Var(&w.GroupPerMinute, "group-per-minute", 20, "messages per minute to one group (chat id < 0)")
+	w, tg := &s.worker, &s.telegram
+	fs.Float64Var(&tg.BotRate, "bot-rate", 0, "bot-wide messages per second (default 30, or 1000 with -paid-broadcast)")
+	fs.BoolVar(&tg.PaidBroadcast, "paid-broadcast", false, "send with allow_paid_broadcast: up to 1000 msg/s, 0.1 Telegram Star per message; needs -bot-rate above 30 or unset")
+	fs.Float64Var(&tg.ChatRate, "chat-rate", telegram.DefaultChatRate, "messages per second to one private chat")
+	fs.Float64Var(&tg.GroupPerMinute, "group-per-minute", telegram.DefaultGroupPerMinute, "messages per minute to one group (chat id < 0)")
 	fs.IntVar(&w.MaxInFlight, "max-in-flight", 16, "concurrent Bot API requests")
 	fs.IntVar(&w.MaxAttempts, "max-attempts", 10, "transient failures before a notification is dead-lettered as max_attempts")
 	fs.DurationVar(&w.BackoffBase, "backoff-base", 2*time.Second, "first retry delay ceiling; doubles per attempt, full jitter")
@@ -113,10 +115,10 @@ the file. The bot token is read from $TELEGRAM_BOT_TOKEN or -token-file.
 	w.BreakerFailures = uint32(breakerFailures)
 	w.AckWait = c.AckWait
 	s.streams.Replicas = c.Replicas
-	if w.PaidBroadcast && w.BotRate == 0 {
-		w.BotRate = 1000
+	if tg.PaidBroadcast && tg.BotRate == 0 {
+		tg.BotRate = telegram.PaidBroadcastRate
 	}
-	for _, err := range []error{w.Validate(), c.Validate(), s.streams.Validate()} {
+	for _, err := range []error{w.Validate(), tg.Validate(), c.Validate(), s.streams.Validate()} {
 		if err != nil {
 			return nil, daemon.UsageError{Err: errors.New(flagNames.Replace(err.Error()))}
 		}
@@ -130,7 +132,8 @@ the file. The bot token is read from $TELEGRAM_BOT_TOKEN or -token-file.
 // flagNames rewrites the field names in configuration errors as the flags
 // that set them.
 var flagNames = strings.NewReplacer(
-	"BotRate", "-bot-rate", "ChatRate", "-chat-rate", "GroupPerMinute", "-group-per-minute",
+	"{BotRate}", "-bot-rate", "BotRate", "-bot-rate", "ChatRate", "-chat-rate", "GroupPerMinute", "-group-per-minute", "PaidBroadcast", "-paid-broadcast",
+	"{BackoffBase}", "-backoff-base",
 	"MaxInFlight", "-max-in-flight", "MaxAttempts", "-max-attempts", "BackoffBase", "-backoff-base",
 	"BackoffCap", "-backoff-cap", "BreakerOpen", "-breaker-open", "LaneCap", "-lane-cap",
 	"AckWait", "-ack-wait", "ShutdownTimeout", "-shutdown-timeout", "HaltProbe", "-token-probe",
@@ -220,7 +223,11 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	stopStart()
 	reg := daemon.NewRegistry()
-	w, err := delivery.New(s.worker, delivery.Deps{JS: js, Resources: res, API: api, Logger: log, Registry: reg})
+	ch, err := telegram.New(s.telegram, api)
+	if err != nil {
+		return daemon.UsageError{Err: err}
+	}
+	w, err := delivery.New(s.worker, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: log, Registry: reg})
 	if err != nil {
 		return daemon.UsageError{Err: err}
 	}
@@ -242,7 +249,7 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		})},
 	}.Handler(), log)
 	log.Info("telegram worker starting", "version", version, "nats", jetstream.RedactURL(s.nats.ServerURLs()),
-		"bot_rate", s.worker.BotRate, "paid_broadcast", s.worker.PaidBroadcast)
+		"bot_rate", ch.Config().BotRate, "paid_broadcast", ch.Config().PaidBroadcast)
 	err = g.Run()
 	if daemon.SignalStopped(err) {
 		log.Info("telegram worker stopped", "reason", err.Error())

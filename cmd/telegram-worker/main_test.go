@@ -29,9 +29,9 @@ func TestPrecedenceFlagOverEnvOverFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.worker.ChatRate != 3 || s.worker.MaxInFlight != 9 || s.worker.BackoffBase != 7*time.Second || s.log.Level != "debug" {
+	if s.telegram.ChatRate != 3 || s.worker.MaxInFlight != 9 || s.worker.BackoffBase != 7*time.Second || s.log.Level != "debug" {
 		t.Fatalf("chat-rate %v (file), max-in-flight %d (env), backoff-base %v (flag), log-level %s; want 3, 9, 7s, debug",
-			s.worker.ChatRate, s.worker.MaxInFlight, s.worker.BackoffBase, s.log.Level)
+			s.telegram.ChatRate, s.worker.MaxInFlight, s.worker.BackoffBase, s.log.Level)
 	}
 }
 
@@ -40,8 +40,8 @@ func TestPaidBroadcastRaisesBotRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.worker.BotRate != 1000 {
-		t.Fatalf("bot rate with -paid-broadcast = %v, want 1000", s.worker.BotRate)
+	if s.telegram.BotRate != 1000 {
+		t.Fatalf("bot rate with -paid-broadcast = %v, want 1000", s.telegram.BotRate)
 	}
 }
 

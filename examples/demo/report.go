@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -233,8 +234,8 @@ func (r *report) checkRecords() {
 			continue // an earlier demo's record
 		}
 		seen[rec.Key] = true
-		if rec.ChatID != o.wantChat {
-			problems = append(problems, fmt.Sprintf("%s: delivered to chat %d, want %d", rec.Key, rec.ChatID, o.wantChat))
+		if rec.Recipient != strconv.FormatInt(o.wantChat, 10) {
+			problems = append(problems, fmt.Sprintf("%s: delivered to chat %s, want %d", rec.Key, rec.Recipient, o.wantChat))
 			continue
 		}
 		ok++

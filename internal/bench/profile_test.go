@@ -13,6 +13,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	tgchannel "github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
@@ -66,8 +67,12 @@ func BenchmarkWorkerCeiling(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := delivery.New(delivery.Config{PaidBroadcast: true, BotRate: 1e6, ChatRate: 1000, MaxInFlight: r.cfg.CeilingInFlight},
-		delivery.Deps{JS: st.js, Resources: res, API: api, Logger: discard(), Registry: prometheus.NewRegistry()})
+	ch, err := tgchannel.New(tgchannel.Config{PaidBroadcast: true, BotRate: 1e6, ChatRate: 1000}, api)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := delivery.New(delivery.Config{MaxInFlight: r.cfg.CeilingInFlight},
+		delivery.Deps{JS: st.js, Resources: res, Channel: ch, Logger: discard(), Registry: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}

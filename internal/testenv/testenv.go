@@ -21,6 +21,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
@@ -165,12 +166,14 @@ type Worker struct {
 
 // WorkerOptions tune StartWorker.
 type WorkerOptions struct {
-	Config   delivery.Config
+	Config delivery.Config
+	// Telegram are the channel's settings (its rates).
+	Telegram telegram.Config
 	Settings jetstream.WorkerSettings
 	// Token overrides the bot token (to provoke 401).
 	Token string
 	// API overrides the Bot API client (to inject faults).
-	API delivery.Sender
+	API telegram.Sender
 	// NC overrides the NATS connection the worker uses.
 	NC *nats.Conn
 }
@@ -215,8 +218,12 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 		}
 		api = e.Client(token)
 	}
+	ch, err := telegram.New(o.Telegram, api)
+	if err != nil {
+		e.T.Fatalf("creating the telegram channel: %v", err)
+	}
 	reg := prometheus.NewRegistry()
-	w, err := delivery.New(o.Config, delivery.Deps{JS: js, Resources: res, API: api, Logger: e.Log, Registry: reg})
+	w, err := delivery.New(o.Config, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: e.Log, Registry: reg})
 	if err != nil {
 		e.T.Fatalf("creating worker: %v", err)
 	}

@@ -40,6 +40,10 @@ const (
 	// attempt; redeliver later. Decision.MaybeDelivered tells whether the
 	// request had already been written.
 	ActionCanceled
+	// ActionNotSent: the request was not written because its admission
+	// check refused it (WithAdmission). Telegram has not seen it: try again
+	// when admission allows; not a failed attempt.
+	ActionNotSent
 )
 
 var actionNames = [...]string{
@@ -50,6 +54,7 @@ var actionNames = [...]string{
 	ActionDead:       "dead",
 	ActionHalt:       "halt",
 	ActionCanceled:   "canceled",
+	ActionNotSent:    "not_sent",
 }
 
 // String returns the action's lower-case name, usable as a metric label.
@@ -89,6 +94,7 @@ const (
 	ReasonForbiddenUnknown = "forbidden_unknown"
 	ReasonBadRequest       = "bad_request"
 	ReasonCanceled         = "canceled"
+	ReasonNotSent          = "not_sent"
 	ReasonUnknown          = "unknown"
 )
 
@@ -172,6 +178,7 @@ func deadReason(k kind) (string, bool) {
 // decision. The branches, in order:
 //
 //   - nil: ActionDelivered.
+//   - *NotSentError: ActionNotSent (admission refused; nothing written).
 //   - *Error with parameters.migrate_to_chat_id: ActionMigrate to that id
 //     (the parameter decides, not the description).
 //   - *Error 429: ActionRetryAfter with its retry_after (DefaultRetryAfter
@@ -205,6 +212,9 @@ func deadReason(k kind) (string, bool) {
 func Classify(err error) Decision {
 	if err == nil {
 		return Decision{Action: ActionDelivered, Reason: ReasonDelivered}
+	}
+	if e, ok := errors.AsType[*NotSentError](err); ok {
+		return Decision{Action: ActionNotSent, Reason: ReasonNotSent, Description: e.Error()}
 	}
 	if e, ok := errors.AsType[*Error](err); ok {
 		return classifyAPIError(e)

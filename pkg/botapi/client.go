@@ -24,6 +24,9 @@ type Client struct {
 	token   *secret
 	baseURL string
 	http    *http.Client
+	// gated is true when http is the client's own, whose connections run
+	// admission checks on their first write (admission.go).
+	gated   bool
 	timeout time.Duration
 	logger  *slog.Logger
 }
@@ -45,8 +48,9 @@ func New(token string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	gated := false
 	if o.httpClient == nil {
-		o.httpClient = newHTTPClient()
+		o.httpClient, gated = newHTTPClient(), true
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
@@ -56,6 +60,7 @@ func New(token string, opts ...Option) (*Client, error) {
 		token:   &tok,
 		baseURL: base,
 		http:    o.httpClient,
+		gated:   gated,
 		timeout: o.timeout,
 		logger:  o.logger.With("component", "botapi"),
 	}, nil
@@ -97,13 +102,18 @@ func normalizeBaseURL(raw string) (string, error) {
 // connections to the Bot API host for a worker sending in parallel, and which
 // does not follow redirects (the Bot API never redirects; following one would
 // replay a POST as a GET and hide the real answer).
+//
+// It speaks HTTP/1.1 only: a connection then carries one request at a time,
+// which lets it run the request's admission check on its first write
+// (admission.go). The Bot API serves HTTP/1.1 as well as HTTP/2, and the pool
+// keeps up to 64 connections to it.
 func newHTTPClient() *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
+			DialContext:           gateDialer(dialer.DialContext),
+			ForceAttemptHTTP2:     false,
 			MaxIdleConns:          128,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
@@ -184,7 +194,29 @@ func (c *Client) do(ctx context.Context, method string, params, result any) (int
 	// wrote records whether the request reached the connection: after that,
 	// a failure may hide a delivered message.
 	var wrote atomic.Bool
+	admit := admissionFrom(ctx)
+	var refused atomic.Pointer[error]
+	var check func() error
+	if admit != nil {
+		check = func() error {
+			err := admit()
+			if err != nil {
+				refused.Store(&err)
+			}
+			return err
+		}
+	}
 	trace := &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if !c.gated {
+				return
+			}
+			if check == nil {
+				armGate(info, nil)
+				return
+			}
+			armGate(info, &check)
+		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
 				wrote.Store(true)
@@ -198,9 +230,18 @@ func (c *Client) do(ctx context.Context, method string, params, result any) (int
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if check != nil && !c.gated {
+		// A transport of the caller's: check just before handing it over.
+		if err := check(); err != nil {
+			return 0, &NotSentError{Method: method, Err: err}
+		}
+	}
 
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if r := refused.Load(); r != nil {
+			return 0, &NotSentError{Method: method, Err: *r}
+		}
 		return 0, c.networkError(ctx, reqCtx, method, err, wrote.Load())
 	}
 	defer resp.Body.Close()

@@ -6,28 +6,38 @@ import (
 	"time"
 )
 
-// Config tunes the worker. Zero values take the defaults documented on each
-// field; [Config.Validate] names the first bad setting.
+// Defaults of [Config], declared once: the daemons' flags take them from
+// here.
+const (
+	DefaultMaxInFlight       = 16
+	DefaultMaxAttempts       = 10
+	DefaultBackoffBase       = 2 * time.Second
+	DefaultBackoffCap        = 10 * time.Minute
+	DefaultBreakerFailures   = 5
+	DefaultBreakerOpen       = 30 * time.Second
+	DefaultLaneCap           = 100
+	DefaultAckWait           = 30 * time.Second
+	DefaultPullBatch         = 256
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultHaltProbe         = 30 * time.Second
+	DefaultRememberDelivered = 100_000
+	DefaultStatsInterval     = 5 * time.Second
+	DefaultTakeoverGap       = 10 * time.Second
+)
+
+// Config tunes the engine. Zero values take the defaults documented on each
+// field; [Config.Validate] names every bad setting. The channel's own
+// settings (rates, provider options) belong to the channel.
 type Config struct {
-	// BotRate is the bot-wide send rate, messages per second. Default 30
-	// (Telegram's bulk limit), or 1000 with PaidBroadcast.
-	BotRate float64
-	// PaidBroadcast sends with allow_paid_broadcast, which raises Telegram's
-	// bot-wide limit to 1000 msg/s for 0.1 Star per message.
-	PaidBroadcast bool
-	// ChatRate is the per-private-chat rate, messages per second. Default 1.
-	ChatRate float64
-	// GroupPerMinute is the per-group rate (chat id < 0). Default 20.
-	GroupPerMinute float64
-	// MaxInFlight bounds concurrent Bot API requests. Default 16.
+	// MaxInFlight bounds concurrent requests to the provider. Default 16.
 	MaxInFlight int
 	// MaxAttempts is how many transient failures a notification may have
 	// before it is dead-lettered as max_attempts. Default 10.
 	MaxAttempts int
 	// BackoffBase and BackoffCap shape the retry delay after the n-th
 	// transient failure: a uniformly random duration in
-	// [0, min(BackoffCap, BackoffBase·2^(n-1))] ("full jitter"). Defaults 2s
-	// and 10m.
+	// [BackoffBase/10, min(BackoffCap, BackoffBase·2^(n-1))] ("full
+	// jitter"). Defaults 2s and 10m.
 	BackoffBase, BackoffCap time.Duration
 	// BreakerFailures is the run of consecutive transient failures that
 	// opens the circuit breaker. Default 5.
@@ -35,20 +45,21 @@ type Config struct {
 	// BreakerOpen is how long the breaker stays open before a half-open
 	// probe. Default 30s.
 	BreakerOpen time.Duration
-	// LaneCap bounds the messages of one chat held in memory; more go back
-	// to the stream behind them, so a hot chat cannot fill MaxAckPending and
-	// starve the others. Default 100.
+	// LaneCap bounds the messages of one recipient held in memory; more go
+	// back to the stream behind them, so a hot recipient cannot fill
+	// MaxAckPending and starve the others. Default 100.
 	LaneCap int
 	// AckWait must equal the consumer's ack wait: held messages are kept
-	// alive with InProgress every AckWait/3. Default 30s.
+	// alive with InProgress every AckWait/3. Zero means the consumer's, as
+	// the server reports it (default 30s if that is unknown).
 	AckWait time.Duration
 	// PullBatch is how many messages a pull asks for. Default 256.
 	PullBatch int
 	// ShutdownTimeout bounds how long a stop waits for requests in flight.
 	// Default 10s.
 	ShutdownTimeout time.Duration
-	// HaltProbe is how often a worker halted by a rejected token (401)
-	// checks the token again with getMe. Default 30s.
+	// HaltProbe is how often a worker halted by rejected credentials checks
+	// them again (Channel.Probe). Default 30s.
 	HaltProbe time.Duration
 	// RememberDelivered is how many recently delivered keys are kept in
 	// memory besides notify_delivered. Default 100000.
@@ -56,96 +67,97 @@ type Config struct {
 	// StatsInterval is how often queue depth and dead-letter count are read
 	// from JetStream. Default 5s.
 	StatsInterval time.Duration
-	// TakeoverGap: a message arriving after this long without any (a start,
-	// or a takeover from another worker) makes the worker check whether
-	// another worker still holds messages, and wait for them (see
+	// TakeoverGap: a message arriving after this long without any (a
+	// start, or a takeover from another worker) makes the worker check
+	// whether another worker still holds messages, and wait for them (see
 	// takeover.go). Default 10s, the default pinned TTL.
 	TakeoverGap time.Duration
 }
 
+// DefaultConfig returns the configuration with every default filled in.
+func DefaultConfig() Config {
+	return Config{
+		MaxInFlight:       DefaultMaxInFlight,
+		MaxAttempts:       DefaultMaxAttempts,
+		BackoffBase:       DefaultBackoffBase,
+		BackoffCap:        DefaultBackoffCap,
+		BreakerFailures:   DefaultBreakerFailures,
+		BreakerOpen:       DefaultBreakerOpen,
+		LaneCap:           DefaultLaneCap,
+		PullBatch:         DefaultPullBatch,
+		ShutdownTimeout:   DefaultShutdownTimeout,
+		HaltProbe:         DefaultHaltProbe,
+		RememberDelivered: DefaultRememberDelivered,
+		StatsInterval:     DefaultStatsInterval,
+		TakeoverGap:       DefaultTakeoverGap,
+	}
+}
+
 func (c Config) withDefaults() Config {
-	if c.BotRate == 0 {
-		c.BotRate = 30
-		if c.PaidBroadcast {
-			c.BotRate = 1000
+	d := DefaultConfig()
+	fill := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
 		}
 	}
-	if c.ChatRate == 0 {
-		c.ChatRate = 1
+	fillInt := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
 	}
-	if c.GroupPerMinute == 0 {
-		c.GroupPerMinute = 20
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 16
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 10
-	}
-	if c.BackoffBase == 0 {
-		c.BackoffBase = 2 * time.Second
-	}
-	if c.BackoffCap == 0 {
-		c.BackoffCap = 10 * time.Minute
-	}
+	fillInt(&c.MaxInFlight, d.MaxInFlight)
+	fillInt(&c.MaxAttempts, d.MaxAttempts)
+	fill(&c.BackoffBase, d.BackoffBase)
+	fill(&c.BackoffCap, d.BackoffCap)
 	if c.BreakerFailures == 0 {
-		c.BreakerFailures = 5
+		c.BreakerFailures = d.BreakerFailures
 	}
-	if c.BreakerOpen == 0 {
-		c.BreakerOpen = 30 * time.Second
-	}
-	if c.LaneCap == 0 {
-		c.LaneCap = 100
-	}
-	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
-	}
-	if c.PullBatch == 0 {
-		c.PullBatch = 256
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = 10 * time.Second
-	}
-	if c.HaltProbe == 0 {
-		c.HaltProbe = 30 * time.Second
-	}
-	if c.RememberDelivered == 0 {
-		c.RememberDelivered = 100_000
-	}
-	if c.StatsInterval == 0 {
-		c.StatsInterval = 5 * time.Second
-	}
-	if c.TakeoverGap == 0 {
-		c.TakeoverGap = 10 * time.Second
-	}
+	fill(&c.BreakerOpen, d.BreakerOpen)
+	fillInt(&c.LaneCap, d.LaneCap)
+	fillInt(&c.PullBatch, d.PullBatch)
+	fill(&c.ShutdownTimeout, d.ShutdownTimeout)
+	fill(&c.HaltProbe, d.HaltProbe)
+	fillInt(&c.RememberDelivered, d.RememberDelivered)
+	fill(&c.StatsInterval, d.StatsInterval)
+	fill(&c.TakeoverGap, d.TakeoverGap)
 	return c
 }
 
+// FieldError names an invalid setting by its Config field.
+type FieldError struct {
+	// Field is the Config field, such as "BackoffCap".
+	Field string
+	// Value is the setting's value.
+	Value any
+	// Problem says what is wrong, possibly naming another field in braces
+	// ({BackoffBase}) so that a caller can put its own name in.
+	Problem string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s %v: %s", e.Field, e.Value, e.Problem) }
+
 // Validate reports every invalid setting after defaults are applied, each
-// naming its Config field.
+// a [*FieldError].
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	check := func(ok bool, format string, args ...any) {
+	check := func(ok bool, field string, v any, problem string) {
 		if !ok {
-			errs = append(errs, fmt.Errorf(format, args...))
+			errs = append(errs, &FieldError{Field: field, Value: v, Problem: problem})
 		}
 	}
-	check(c.BotRate > 0, "BotRate %v must be positive", c.BotRate)
-	check(c.ChatRate > 0, "ChatRate %v must be positive", c.ChatRate)
-	check(c.GroupPerMinute > 0, "GroupPerMinute %v must be positive", c.GroupPerMinute)
-	check(c.MaxInFlight >= 1, "MaxInFlight %d must be at least 1", c.MaxInFlight)
-	check(c.MaxAttempts >= 1, "MaxAttempts %d must be at least 1", c.MaxAttempts)
-	check(c.BackoffBase > 0, "BackoffBase %v must be positive", c.BackoffBase)
-	check(c.BackoffCap >= c.BackoffBase, "BackoffCap %v must be at least BackoffBase %v", c.BackoffCap, c.BackoffBase)
-	check(c.BreakerOpen > 0, "BreakerOpen %v must be positive", c.BreakerOpen)
-	check(c.LaneCap >= 1, "LaneCap %d must be at least 1", c.LaneCap)
-	check(c.AckWait >= time.Second, "AckWait %v must be at least 1s", c.AckWait)
-	check(c.PullBatch >= 1, "PullBatch %d must be at least 1", c.PullBatch)
-	check(c.ShutdownTimeout > 0, "ShutdownTimeout %v must be positive", c.ShutdownTimeout)
-	check(c.HaltProbe > 0, "HaltProbe %v must be positive", c.HaltProbe)
-	check(c.RememberDelivered >= 0, "RememberDelivered %d must not be negative", c.RememberDelivered)
-	check(c.StatsInterval > 0, "StatsInterval %v must be positive", c.StatsInterval)
-	check(c.TakeoverGap > 0, "TakeoverGap %v must be positive", c.TakeoverGap)
+	check(c.MaxInFlight >= 1, "MaxInFlight", c.MaxInFlight, "must be at least 1")
+	check(c.MaxAttempts >= 1, "MaxAttempts", c.MaxAttempts, "must be at least 1")
+	check(c.BackoffBase > 0, "BackoffBase", c.BackoffBase, "must be positive")
+	check(c.BackoffCap >= c.BackoffBase, "BackoffCap", c.BackoffCap, fmt.Sprintf("must be at least {BackoffBase} (%v)", c.BackoffBase))
+	check(c.BreakerOpen > 0, "BreakerOpen", c.BreakerOpen, "must be positive")
+	check(c.LaneCap >= 1, "LaneCap", c.LaneCap, "must be at least 1")
+	check(c.AckWait == 0 || c.AckWait >= time.Second, "AckWait", c.AckWait, "must be at least 1s")
+	check(c.PullBatch >= 1, "PullBatch", c.PullBatch, "must be at least 1")
+	check(c.ShutdownTimeout > 0, "ShutdownTimeout", c.ShutdownTimeout, "must be positive")
+	check(c.HaltProbe > 0, "HaltProbe", c.HaltProbe, "must be positive")
+	check(c.RememberDelivered >= 0, "RememberDelivered", c.RememberDelivered, "must not be negative")
+	check(c.StatsInterval > 0, "StatsInterval", c.StatsInterval, "must be positive")
+	check(c.TakeoverGap > 0, "TakeoverGap", c.TakeoverGap, "must be positive")
 	return errors.Join(errs...)
 }

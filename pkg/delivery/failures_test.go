@@ -15,14 +15,16 @@ import (
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 func TestServerErrorThenSuccess(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	w := env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
 	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.Fault5xx}); err != nil {
 		t.Fatal(err)
 	}
@@ -40,10 +42,11 @@ func TestServerErrorThenSuccess(t *testing.T) {
 }
 
 func TestMaxAttemptsDeadLetters(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	cfg.MaxAttempts = 3
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
 	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.FaultJSON5xx, Status: 500}); err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +65,11 @@ func TestMaxAttemptsDeadLetters(t *testing.T) {
 // made and waiting messages spend no attempts; a half-open probe closes it
 // when the API is back.
 func TestBreakerOpensAndRecovers(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	cfg.BreakerFailures, cfg.BreakerOpen, cfg.MaxAttempts = 3, time.Second, 100
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	w := env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
 	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.Fault5xx}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +96,12 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 }
 
 func TestMigration(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim, Migrate: map[int64]int64{-100: -1001000}}})
-	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
 	events := make(chan *nats.Msg, 4)
-	sub, err := env.NC.ChanSubscribe(jetstream.SubjectChatMigrated, events)
+	sub, err := env.NC.ChanSubscribe(jetstream.SubjectRecipientRedirected, events)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,19 +118,20 @@ func TestMigration(t *testing.T) {
 	}
 	select {
 	case m := <-events:
-		var ev delivery.ChatEvent
-		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.ChatID != -100 || ev.MigrateTo != -1001000 {
+		var ev delivery.RecipientEvent
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Channel != "telegram" || ev.Recipient != "-100" || ev.RedirectTo != "-1001000" {
 			t.Fatalf("migration event %s (%v)", m.Data, err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("no chat_migrated event")
+		t.Fatal("no recipient_redirected event")
 	}
 }
 
 func TestPoisonIsDeadLetteredAndWorkerGoesOn(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
 	env.PublishRaw("notify.telegram.5", []byte("not json at all"), nil)
 	env.PublishRaw("notify.telegram.6", []byte(`{"v":1,"key":"k","chat_id":7,"text":"x","created_at":"2026-01-01T00:00:00Z"}`), nil)
 	env.PublishRaw("notify.telegram.abc", []byte(`{}`), nil)
@@ -144,9 +150,10 @@ func TestPoisonIsDeadLetteredAndWorkerGoesOn(t *testing.T) {
 }
 
 func TestExpiredIsDeadLetteredWithoutCall(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	env.StartWorker(testenv.WorkerOptions{Config: cfg})
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
 	n := note("sale:1", 100, "sale ends soon")
 	n.CreatedAt = time.Now().Add(-2 * time.Hour)
 	n.ExpiresAt = time.Now().Add(-time.Hour)
@@ -163,15 +170,16 @@ func TestExpiredIsDeadLetteredWithoutCall(t *testing.T) {
 // A rejected token stops all sending: nothing is dead-lettered, readiness
 // fails, the messages stay in the stream.
 func TestUnauthorizedHalts(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	cfg.HaltProbe = 100 * time.Millisecond
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Token: "123456:wrong-token"})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Token: "123456:wrong-token"})
 	for i := 0; i < 5; i++ {
 		env.Publish(note(fmt.Sprintf("k:%d", i), int64(100+i), "hello"))
 	}
 	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().TokenRejected }, "token rejected")
-	if err := w.Ready(); err == nil || !strings.Contains(err.Error(), "401") {
+	if err := w.Ready(); err == nil || !strings.Contains(err.Error(), "credentials rejected (401") {
 		t.Fatalf("Ready() = %v, want an error about the rejected token", err)
 	}
 	sendsAtHalt := env.Emu.Stats().ByMethod["sendMessage"]
@@ -194,7 +202,7 @@ func TestUnauthorizedHalts(t *testing.T) {
 // outageAfterSend is a Bot API client that takes NATS down right after
 // Telegram accepted the first message, before the worker can record it.
 type outageAfterSend struct {
-	delivery.Sender
+	telegram.Sender
 	once sync.Once
 	down func()
 }
@@ -214,7 +222,8 @@ func (o *outageAfterSend) SendMessage(ctx context.Context, p botapi.SendMessageP
 // three times within 300 ms and then given up, and only this process's
 // memory knew the message was sent.
 func TestDeliveryIsRecordedAfterANATSOutage(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
 	// The daemon's connection: publishes fail at once while NATS is down
 	// (no reconnect buffer), so the record cannot be written then.
@@ -235,7 +244,7 @@ func TestDeliveryIsRecordedAfterANATSOutage(t *testing.T) {
 		}
 		close(down)
 	}}
-	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, API: api, NC: nc})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, API: api, NC: nc})
 	env.Publish(note("order:1:accepted", 100, "hello"))
 	waitDelivered(t, env, 1)
 	<-down
@@ -283,7 +292,7 @@ func counter(t *testing.T, w *testenv.Worker, name string) float64 {
 // outageAfter429 is a Bot API client that takes NATS down when Telegram
 // answers 429, before the worker can share the pause.
 type outageAfter429 struct {
-	delivery.Sender
+	telegram.Sender
 	once sync.Once
 	down func()
 }
@@ -302,7 +311,8 @@ func (o *outageAfter429) SendMessage(ctx context.Context, p botapi.SendMessagePa
 // nor sends the chat's later messages first. Found by the long chaos run:
 // holds that could not be written at once were dropped.
 func TestSharedStateIsWrittenAfterANATSOutage(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
 	nc, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: env.NATS.URL()}, env.Log)
 	if err != nil {
@@ -319,7 +329,7 @@ func TestSharedStateIsWrittenAfterANATSOutage(t *testing.T) {
 		}
 		close(down)
 	}}
-	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, API: api, NC: nc})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, API: api, NC: nc})
 	if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 30}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,14 +354,15 @@ func TestSharedStateIsWrittenAfterANATSOutage(t *testing.T) {
 // deliveries). Found by the long chaos run: 22 messages were sent twice
 // right after a SIGKILL of nats-server, by the standby pinned after it.
 func TestNoSendRightAfterANATSReconnect(t *testing.T) {
-	lim, cfg := fastLimits()
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
 	nc, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: env.NATS.URL()}, env.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, NC: nc})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, NC: nc})
 	env.Publish(note("order:1:accepted", 100, "before"))
 	waitDelivered(t, env, 1)
 	env.NATS.Restart(t)
@@ -363,7 +374,7 @@ func TestNoSendRightAfterANATSReconnect(t *testing.T) {
 	if d := sent.Sub(back); d < delivery.ReconnectSettle-200*time.Millisecond {
 		t.Fatalf("sent %v after NATS came back, want at least %v", d, delivery.ReconnectSettle)
 	}
-	if w.Stats().Sent != 2 {
-		t.Fatalf("sent %d, want 2", w.Stats().Sent)
-	}
+	// The emulator counts a message when it answers; the worker when it
+	// has read the answer.
+	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().Sent == 2 }, "the worker to count 2 sent")
 }

@@ -1,38 +1,11 @@
 package delivery
 
 import (
-	"container/heap"
 	"slices"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
-
-	"github.com/tgnotify/tgnotify/pkg/notify"
 )
-
-// job is one delivery of one stream message to this worker.
-type job struct {
-	msg      natsjs.Msg
-	seq      uint64 // stream sequence
-	subject  string
-	chat     int64 // chat of the subject
-	n        notify.Notification
-	poison   error // set when the payload cannot be used
-	received time.Time
-	progress time.Time // last ack-timer reset (delivery or InProgress)
-	// pinEpoch is how often the worker had lost the pin when it received
-	// the message.
-	pinEpoch uint64
-	// dups are later deliveries of the same stream message that arrived
-	// while this one was held; they are acked together with it.
-	dups []natsjs.Msg
-	// reservations taken for the current attempt, returned when no request
-	// was made after all.
-	botRes, laneRes *rate.Reservation
-}
-
-func (j *job) transactional() bool { return j.n.Priority != notify.PriorityBulk }
 
 // parkedMsg is a message of a lane that went back to the stream with a delay
 // and has not come back yet.
@@ -41,14 +14,14 @@ type parkedMsg struct {
 	deadline time.Time // when JetStream redelivers it
 }
 
-// lane is one chat's ordered queue. The dispatcher goroutine owns it.
+// lane is one recipient's ordered queue. The scheduler owns it.
 //
 // Invariants: queue is sorted by stream sequence; every queued sequence is
 // lower than every parked one (a message later than a parked one is parked
 // too, behind it); at most one message of the lane is in flight, and it was
 // the head of the queue.
 type lane struct {
-	chat     int64
+	key      string
 	queue    []*job
 	inflight *job
 	parked   []parkedMsg // sorted by seq
@@ -59,7 +32,8 @@ type lane struct {
 	heap    *laneHeap
 	readyAt time.Time
 
-	// notBefore delays the next attempt after JetStream itself failed.
+	// notBefore delays the next attempt after the attempt could not be
+	// made (JetStream unreadable, not admitted).
 	notBefore time.Time
 
 	// holdUntil is the Until last written to the shared hold record; zero
@@ -68,17 +42,17 @@ type lane struct {
 	touched   time.Time
 }
 
-// chatSlackFraction is the share of a chat's interval by which a send may
-// take its chat's token before the instant it is launched; see tokenDue.
+// chatSlackFraction is the share of a recipient's interval by which a send
+// may take its lane's token before the instant it is launched; see tokenDue.
 const chatSlackFraction = 20
 
-// tokenDue is the instant at which a send launched at now takes its chat's
+// tokenDue is the instant at which a send launched at now takes its lane's
 // token: when the token became due (readyAt), so that a send launched a
-// little late — waiting for the bot-wide slot, or for a timer that fired
-// late — does not push the chat's next send back by as much, which would
-// leave a busy chat below its rate for good. It is never earlier than a
-// twentieth of the chat's interval before now, so two sends of a chat are
-// never closer than 95% of its interval, while over time the chat keeps
+// little late — waiting for the channel-wide slot, or for a timer that fired
+// late — does not push the recipient's next send back by as much, which
+// would leave a busy recipient below its rate for good. It is never earlier
+// than a twentieth of the lane's interval before now, so two sends of a lane
+// are never closer than 95% of its interval, while over time the lane keeps
 // exactly its rate.
 func (l *lane) tokenDue(now time.Time) time.Time {
 	slack := time.Duration(float64(time.Second) / float64(l.limiter.Limit()) / chatSlackFraction)
@@ -91,16 +65,21 @@ func (l *lane) tokenDue(now time.Time) time.Time {
 	return l.readyAt
 }
 
+// interval is the time between two sends the lane's limit allows.
+func (l *lane) interval() time.Duration {
+	return time.Duration(float64(time.Second) / float64(l.limiter.Limit()))
+}
+
 // insert adds j in sequence order. A redelivery of a message already queued
 // (or in flight) is attached to it and reported as a duplicate.
 func (l *lane) insert(j *job) (dup bool) {
 	if l.inflight != nil && l.inflight.seq == j.seq {
-		l.inflight.dups = append(l.inflight.dups, j.msg)
+		l.inflight.dups = append(l.inflight.dups, j)
 		return true
 	}
 	i, found := slices.BinarySearchFunc(l.queue, j.seq, func(q *job, seq uint64) int { return cmpU64(q.seq, seq) })
 	if found {
-		l.queue[i].dups = append(l.queue[i].dups, j.msg)
+		l.queue[i].dups = append(l.queue[i].dups, j)
 		return true
 	}
 	l.queue = slices.Insert(l.queue, i, j)
@@ -172,12 +151,13 @@ func cmpU64(a, b uint64) int {
 }
 
 // laneHeap is a heap of schedulable lanes. A "waiting" heap orders lanes by
-// the time their chat limit next allows a send; an "eligible" heap holds the
-// lanes allowed to send now, oldest head message (lowest stream sequence)
-// first, so that among the chats that may send, the message waiting longest
-// goes first. (Ordering eligible lanes by readiness instead starves a busy
-// chat: having just sent, it is always due later than a backlog of chats
-// that became ready at once, and would wait until that backlog is through.)
+// the time their recipient's limit next allows a send; an "eligible" heap
+// holds the lanes allowed to send now, oldest head message (lowest stream
+// sequence) first, so that among the recipients that may send, the message
+// waiting longest goes first. (Ordering eligible lanes by readiness instead
+// starves a busy recipient: having just sent, it is always due later than a
+// backlog of recipients that became ready at once, and would wait until that
+// backlog is through.)
 type laneHeap struct {
 	bySeq bool
 	lanes []*lane
@@ -208,27 +188,4 @@ func (h *laneHeap) Pop() any {
 	h.lanes = old[:len(old)-1]
 	l.heapIdx, l.heap = -1, nil
 	return l
-}
-
-// scheduler holds the schedulable lanes of one priority.
-type scheduler struct {
-	waiting  laneHeap // by readyAt
-	eligible laneHeap // by head sequence
-}
-
-func newScheduler() *scheduler { return &scheduler{eligible: laneHeap{bySeq: true}} }
-
-// promote moves the lanes whose chat limit allows a send at now from
-// waiting to eligible, and returns the time the next waiting lane becomes
-// eligible (zero if none waits).
-func (s *scheduler) promote(now time.Time) time.Time {
-	for s.waiting.Len() > 0 {
-		top := s.waiting.lanes[0]
-		if top.readyAt.After(now) {
-			return top.readyAt
-		}
-		heap.Pop(&s.waiting)
-		heap.Push(&s.eligible, top)
-	}
-	return time.Time{}
 }

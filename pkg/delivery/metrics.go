@@ -13,7 +13,9 @@ type metrics struct {
 	rateLimited      prometheus.Counter
 	dead             *prometheus.CounterVec
 	retries          *prometheus.CounterVec
-	migrations       prometheus.Counter
+	redirects        prometheus.Counter
+	crossing         prometheus.Counter
+	unrecognised     *prometheus.CounterVec
 	requests         *prometheus.CounterVec
 	breakerState     prometheus.Gauge
 	inFlight         prometheus.Gauge
@@ -29,25 +31,32 @@ type metrics struct {
 	recordErrors     prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 	const ns, sub = "tgnotify", "worker"
+	// Every metric carries the channel, so that the workers of several
+	// channels can be scraped into one dashboard.
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"channel": channel}, reg)
 	m := &metrics{
 		sent: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "sent_total",
-			Help: "Notifications Telegram accepted."}),
+			Help: "Notifications the provider accepted."}),
 		alreadyDelivered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "already_delivered_total",
 			Help: "Redelivered or replayed notifications acked without calling Telegram because their delivery record exists."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "failures_total",
-			Help: "Failed Bot API calls by class (the botapi reason: server, network, timeout, blocked, ...)."}, []string{"class"}),
+			Help: "Failed requests by class (server, network, timeout, blocked, content, ...)."}, []string{"class"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
 			Help: "429 Too Many Requests answers received; each pauses the whole sender."}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "dead_letters_total",
 			Help: "Notifications moved to NOTIFY_DEAD, by reason."}, []string{"reason"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retries_total",
 			Help: "Retries scheduled after a transient failure, by attempt level (1, 2, 3 = third or later)."}, []string{"level"}),
-		migrations: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "migrations_total",
-			Help: "Group-to-supergroup migrations followed."}),
+		redirects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "redirects_total",
+			Help: "Recipients found moved and followed (a Telegram group that became a supergroup)."}),
+		crossing: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "crossing_429_total",
+			Help: "Requests admitted before a 429 was read and not answered when it was: they may reach the provider inside the pause. None is admitted after."}),
+		unrecognised: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "unrecognised_answers_total",
+			Help: "Permanent answers (an unrecognised 400 or 403) dead-lettered with a description the channel does not know, by reason and code: the table of known answers grows from these."}, []string{"reason", "code"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "Bot API sendMessage calls made, by outcome action."}, []string{"outcome"}),
+			Help: "Requests made to the provider, by outcome (delivered, retry_after, transient, rejected, recipient_dead, redirect, halt)."}, []string{"outcome"}),
 		breakerState: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open."}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight",
@@ -57,13 +66,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		parked: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "parked_messages",
 			Help: "Messages sent back to the stream with a delay (retry backoff, 429, lane overflow) not yet returned."}),
 		lanes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "lanes",
-			Help: "Chats with messages held, in flight or parked."}),
+			Help: "Recipients with messages held, in flight or parked."}),
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "paused",
 			Help: "1 while the bot-wide 429 pause is in force."}),
 		halted: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "token_rejected",
-			Help: "1 while sending is stopped because Telegram rejected the bot token (401)."}),
+			Help: "1 while sending is stopped because the provider rejected the credentials (401)."}),
 		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "queue_depth",
-			Help: "Notifications in NOTIFY not yet acknowledged by the worker (pending + ack pending)."}),
+			Help: "Notifications of the channel in NOTIFY not yet acknowledged by the worker (pending + ack pending)."}),
 		deadLetters: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "dead_letter_messages",
 			Help: "Messages stored in NOTIFY_DEAD."}),
 		sendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "send_duration_seconds",
@@ -76,7 +85,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Delivery records or acks that could not be written after a successful send (duplicate risk if the worker also dies)."}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.failures, m.rateLimited, m.dead, m.retries,
-		m.migrations, m.requests, m.breakerState, m.inFlight, m.held, m.parked, m.lanes, m.paused, m.halted,
+		m.redirects, m.crossing, m.unrecognised, m.requests, m.breakerState, m.inFlight, m.held, m.parked, m.lanes, m.paused, m.halted,
 		m.queueDepth, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

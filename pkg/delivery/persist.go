@@ -2,127 +2,113 @@ package delivery
 
 import (
 	"context"
-	"strconv"
+	"log/slog"
 	"time"
-
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
-// stateOp is a write to the shared chat state that the dispatcher must not
-// wait for. It takes effect in this worker's view at once and is written to
-// notify_chats, in order, by the persister goroutine.
-type stateOp interface {
-	applyLocal(s *chatState)
-	write(ctx context.Context, s *chatState) error
+// stateWrite is a change of the shared state that the dispatcher must not
+// wait for (a hold, the pause). It takes effect in this worker's view at
+// once and is written to notify_chats, in order, by the persister.
+type stateWrite struct {
+	// hold changes, or pause when hold is nil.
+	hold  *holdChange
+	pause pause
 }
 
-// holdOp records (or clears) a chat's hold.
-type holdOp struct {
-	chat  int64
-	h     hold
-	clear bool
+// persister writes shared state changes in order, on its own goroutine.
+type persister struct {
+	state *sharedState
+	log   *slog.Logger
+	ch    chan stateWrite
+	done  chan struct{}
+	ctx   context.Context // ends when unwritten changes are abandoned
+	stop  context.CancelFunc
 }
 
-func (o holdOp) applyLocal(s *chatState) {
-	if o.clear {
-		s.apply(holdKey(o.chat), nil, true)
-		return
+func newPersister(state *sharedState, log *slog.Logger) *persister {
+	p := &persister{state: state, log: log, ch: make(chan stateWrite, 4096), done: make(chan struct{})}
+	p.ctx, p.stop = context.WithCancel(context.Background())
+	return p
+}
+
+// hold applies a hold change locally and queues its write.
+func (p *persister) hold(c holdChange) {
+	if c.clear {
+		p.state.clearHoldLocal(c.recipient)
+	} else {
+		p.state.setHoldLocal(c.recipient, c.h)
 	}
-	s.mu.Lock()
-	s.holds[o.chat] = o.h
-	s.mu.Unlock()
+	p.queue(stateWrite{hold: &c})
 }
 
-func (o holdOp) write(ctx context.Context, s *chatState) error {
-	if o.clear {
-		return s.clearHold(ctx, o.chat)
-	}
-	return s.setHold(ctx, o.chat, o.h)
+// pause applies a pause locally and queues its write.
+func (p *persister) pause(v pause) {
+	p.state.setPauseLocal(v)
+	p.queue(stateWrite{pause: v})
 }
 
-// pauseOp records the bot-wide 429 pause.
-type pauseOp struct{ p pause }
-
-func (o pauseOp) applyLocal(s *chatState) {
-	s.mu.Lock()
-	if o.p.Until.After(s.pause.Until) {
-		s.pause = o.p
-	}
-	s.mu.Unlock()
-}
-
-func (o pauseOp) write(ctx context.Context, s *chatState) error { return s.setPause(ctx, o.p) }
-
-// persist applies op locally and queues its write. If the queue is full
-// (NATS has been unreachable for long) the write is dropped with a warning:
-// the local state still holds, only a worker starting later would miss it.
-func (w *Worker) persist(op stateOp) {
-	op.applyLocal(w.state)
+// queue queues a write. If the queue is full (NATS has been unreachable for
+// long) the write is dropped with a warning: the local state still holds,
+// only a worker starting later would miss it.
+func (p *persister) queue(w stateWrite) {
 	select {
-	case w.persistCh <- op:
+	case p.ch <- w:
 	default:
-		w.log.Warn("shared state write queue is full; dropping a write", "bucket", jetstream.BucketChats)
+		p.log.Warn("shared state write queue is full; dropping a write")
 	}
 }
 
-// runPersister writes queued state changes, in order, until the channel is
-// closed.
-func (w *Worker) runPersister() {
-	defer close(w.persistDone)
-	for op := range w.persistCh {
-		w.writeState(op)
+// run writes queued changes, in order, until close.
+func (p *persister) run() {
+	defer close(p.done)
+	for w := range p.ch {
+		p.write(w)
 	}
 }
 
-// writeState writes one state change, trying again while JetStream does not
-// answer (a NATS restart): a hold or a pause that is not written lets a
-// worker starting later — the standby, or this one restarted — send a
-// chat's later messages first, or send inside the pause. Later changes wait
-// behind it. It gives up only when the worker stops (closePersist).
-func (w *Worker) writeState(op stateOp) {
-	delay := 100 * time.Millisecond
+// write writes one change, trying again while JetStream does not answer (a
+// NATS restart): a hold or a pause that is not written lets a worker
+// starting later — the standby, or this one restarted — send a recipient's
+// later messages first, or send inside the pause. Later changes wait behind
+// it. It gives up only when the worker stops (close).
+func (p *persister) write(w stateWrite) {
 	failing := false
-	for {
-		ctx, cancel := context.WithTimeout(w.persistCtx, 5*time.Second)
-		err := op.write(ctx, w.state)
-		cancel()
+	err := retryUntil(p.ctx, 100*time.Millisecond, 2*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		defer cancel()
 		switch {
-		case err == nil:
-			if failing {
-				w.log.Info("shared state written after JetStream came back")
-			}
-			return
-		case w.persistCtx.Err() != nil:
-			w.log.Warn("shared state not written before the worker stopped", "err", err)
-			return
-		case !failing:
-			w.log.Warn("cannot write shared state yet; retrying until JetStream answers", "err", err)
+		case w.hold != nil && w.hold.clear:
+			return p.state.del(ctx, p.state.keys.hold(w.hold.recipient))
+		case w.hold != nil:
+			return p.state.putJSON(ctx, p.state.keys.hold(w.hold.recipient), w.hold.h)
+		}
+		return p.state.putJSON(ctx, p.state.keys.pause, w.pause)
+	}, func(err error) {
+		if !failing {
+			p.log.Warn("cannot write shared state yet; retrying until JetStream answers", "err", err)
 			failing = true
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-w.persistCtx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		delay = min(2*delay, 2*time.Second)
+	})
+	switch {
+	case err != nil:
+		p.log.Warn("shared state not written before the worker stopped", "err", err)
+	case failing:
+		p.log.Info("shared state written after JetStream came back")
 	}
 }
 
-// closePersist flushes the queued writes, waiting at most 5 seconds, then
-// abandons what is left.
-func (w *Worker) closePersist() {
-	close(w.persistCh)
-	t := time.NewTimer(5 * time.Second)
+// close flushes the queued writes, waiting at most timeout, then abandons
+// what is left.
+func (p *persister) close(timeout time.Duration) {
+	close(p.ch)
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case <-w.persistDone:
+	case <-p.done:
 	case <-t.C:
-		w.log.Warn("shared state writes not flushed at shutdown")
-		w.stopPersist()
-		<-w.persistDone
+		p.log.Warn("shared state writes not flushed at shutdown")
+		p.stop()
+		<-p.done
 	}
-	w.stopPersist()
+	p.stop()
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

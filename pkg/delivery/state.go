@@ -2,13 +2,10 @@ package delivery
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,101 +15,137 @@ import (
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
-// DeliveryRecord is what the worker keeps, per idempotency key, once Telegram
-// accepted a message: the proof of delivery support staff can look up.
-type DeliveryRecord struct {
-	Key         string    `json:"key"`
-	ChatID      int64     `json:"chat_id"`
-	MessageID   int64     `json:"message_id"`
-	DeliveredAt time.Time `json:"delivered_at"`
-	StreamSeq   uint64    `json:"stream_seq"`
-}
-
-// DeadChat records why a chat can no longer receive messages.
-type DeadChat struct {
-	ChatID      int64     `json:"chat_id"`
+// DeadRecipient records why a recipient can no longer receive messages on a
+// channel.
+type DeadRecipient struct {
+	Channel     string    `json:"channel"`
+	Recipient   string    `json:"recipient"`
 	Reason      string    `json:"reason"`
 	Code        int       `json:"code"`
 	Description string    `json:"description"`
 	At          time.Time `json:"at"`
-	// Key is the notification whose attempt proved the chat dead.
+	// Key is the notification whose attempt proved the recipient dead.
 	Key string `json:"key"`
 }
 
-// hold records, for workers that start later, that messages of a chat went
-// back to the stream: every message of the chat after First must wait until
-// Until, so that the parked ones come back first.
+// hold records, for workers that start later, that messages of a recipient
+// went back to the stream: every message of the recipient after First must
+// wait until Until, so that the parked ones come back first.
 type hold struct {
 	First uint64    `json:"first"`
 	Until time.Time `json:"until"`
 }
 
-// pause is the bot-wide 429 pause, shared by every worker.
+// pause is the channel-wide 429 pause, shared by every worker of the
+// channel.
 type pause struct {
 	Until  time.Time `json:"until"`
 	Reason string    `json:"reason"`
 }
 
-// Keys of the notify_chats bucket the worker owns besides dead.<chat> and
-// migrated.<chat>.
-const (
-	pauseKey   = "pause.bot"
-	holdPrefix = "hold."
-)
-
-func holdKey(chat int64) string { return holdPrefix + strconv.FormatInt(chat, 10) }
-
-// recordKey maps an idempotency key to a key-value key: KV keys allow only
-// [-/_=.a-zA-Z0-9], so the key is hashed (SHA-256, hex).
-func recordKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+// keyspace names a channel's keys in the notify_chats bucket. Telegram keeps
+// the names it always had (dead.<chat>, migrated.<chat>, hold.<chat>,
+// pause.bot), which the runbook's procedures use; every other channel's keys
+// start with its name (email.dead.<hash>, email.pause, ...).
+type keyspace struct {
+	prefix   string // "" or "<channel>."
+	redirect string // the word for a redirect record
+	pause    string // the pause record's key
 }
 
-// chatState is the worker's view of the notify_chats bucket: dead chats,
-// migrations, holds and the bot-wide pause. A watcher keeps it current, so
-// an operator's revive (deleting dead.<chat>) or another worker's pause is
-// seen within milliseconds; the worker's own writes update it at once.
-type chatState struct {
-	kv  natsjs.KeyValue
-	log *slog.Logger
+func keyspaceFor(channel string) keyspace {
+	if channel == "telegram" {
+		return keyspace{redirect: "migrated", pause: "pause.bot"}
+	}
+	return keyspace{prefix: channel + ".", redirect: "redirect", pause: channel + ".pause"}
+}
+
+func (k keyspace) dead(r string) string        { return k.prefix + "dead." + r }
+func (k keyspace) redirectKey(r string) string { return k.prefix + k.redirect + "." + r }
+func (k keyspace) hold(r string) string        { return k.prefix + "hold." + r }
+
+// watchFilter is the subject filter of the channel's keys.
+func (k keyspace) watchFilter() string {
+	if k.prefix == "" {
+		return ">"
+	}
+	return k.prefix + ">"
+}
+
+// parse splits a bucket key into its kind (dead, redirect, hold, pause) and
+// recipient; ok is false for another channel's keys.
+func (k keyspace) parse(key string) (kind, recipient string, ok bool) {
+	if key == k.pause {
+		return "pause", "", true
+	}
+	rest, found := strings.CutPrefix(key, k.prefix)
+	if !found {
+		return "", "", false
+	}
+	kind, recipient, found = strings.Cut(rest, ".")
+	if !found || recipient == "" {
+		return "", "", false
+	}
+	switch kind {
+	case "dead", "hold":
+		return kind, recipient, true
+	case k.redirect:
+		return "redirect", recipient, true
+	}
+	return "", "", false
+}
+
+// sharedState is the worker's view of its channel's part of notify_chats:
+// dead recipients, redirects, holds and the channel-wide pause. A watcher
+// keeps it current, so an operator's revive (deleting dead.<chat>) or
+// another worker's pause is seen within milliseconds; the worker's own
+// writes update it at once.
+type sharedState struct {
+	kv      natsjs.KeyValue
+	keys    keyspace
+	channel string
+	log     *slog.Logger
+	// onPause is told of a pause written by anyone (admission follows it).
+	onPause func(pause)
 
 	mu       sync.RWMutex
-	dead     map[int64]DeadChat
-	migrated map[int64]int64
-	holds    map[int64]hold
+	deadSet  map[string]DeadRecipient
+	redirect map[string]string
+	holds    map[string]hold
 	pause    pause
-	changed  chan struct{} // signalled (non-blocking) on changes made by others
+	changed  chan struct{} // signalled (non-blocking) on every change
 }
 
-func newChatState(kv natsjs.KeyValue, log *slog.Logger) *chatState {
-	return &chatState{
-		kv: kv, log: log,
-		dead: map[int64]DeadChat{}, migrated: map[int64]int64{}, holds: map[int64]hold{},
+func newSharedState(kv natsjs.KeyValue, channel string, log *slog.Logger, onPause func(pause)) *sharedState {
+	return &sharedState{
+		kv: kv, keys: keyspaceFor(channel), channel: channel, log: log, onPause: onPause,
+		deadSet: map[string]DeadRecipient{}, redirect: map[string]string{}, holds: map[string]hold{},
 		changed: make(chan struct{}, 1),
 	}
 }
 
-// watch loads the bucket and follows it until ctx ends. ready is closed once
-// the initial values are loaded.
-func (s *chatState) watch(ctx context.Context, ready chan<- struct{}) error {
+// watch loads the channel's keys and follows them until ctx ends. ready is
+// closed once the initial values are loaded.
+func (s *sharedState) watch(ctx context.Context, ready chan<- struct{}) {
 	for {
 		err := s.watchOnce(ctx, ready)
 		ready = nil
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
-		s.log.Warn("chat state watcher stopped; restarting", "err", err)
+		s.log.Warn("shared state watcher stopped; restarting", "err", err)
+		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }
 
-func (s *chatState) watchOnce(ctx context.Context, ready chan<- struct{}) error {
-	w, err := s.kv.WatchAll(ctx)
+func (s *sharedState) watchOnce(ctx context.Context, ready chan<- struct{}) error {
+	w, err := s.kv.Watch(ctx, s.keys.watchFilter())
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", jetstream.BucketChats, err)
 	}
@@ -138,42 +171,55 @@ func (s *chatState) watchOnce(ctx context.Context, ready chan<- struct{}) error 
 }
 
 // apply updates the cache from one bucket entry.
-func (s *chatState) apply(key string, value []byte, deleted bool) {
-	prefix, id, _ := strings.Cut(key, ".")
-	chat, _ := strconv.ParseInt(id, 10, 64)
+func (s *sharedState) apply(key string, value []byte, deleted bool) {
+	kind, r, ok := s.keys.parse(key)
+	if !ok {
+		return
+	}
+	var p *pause
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case key == pauseKey:
-		var p pause
-		if !deleted && json.Unmarshal(value, &p) == nil {
-			s.pause = p
-		} else if deleted {
-			s.pause = pause{}
-		}
-	case prefix == "dead" && chat != 0:
-		var d DeadChat
+	switch kind {
+	case "pause":
+		var v pause
 		if deleted {
-			delete(s.dead, chat)
-		} else if json.Unmarshal(value, &d) == nil {
-			s.dead[chat] = d
+			s.pause = pause{}
+		} else if json.Unmarshal(value, &v) == nil {
+			s.pause = v
 		}
-	case prefix == "migrated" && chat != 0:
-		to, err := strconv.ParseInt(string(value), 10, 64)
-		if deleted || err != nil || to == 0 {
-			delete(s.migrated, chat)
+		p = &s.pause
+	case "dead":
+		var d DeadRecipient
+		if deleted {
+			delete(s.deadSet, r)
 		} else {
-			s.migrated[chat] = to
+			// A record that does not parse still marks the recipient dead:
+			// an operator deletes the key to revive it.
+			_ = json.Unmarshal(value, &d)
+			d.Channel, d.Recipient = s.channel, r
+			s.deadSet[r] = d
 		}
-	case prefix == "hold" && chat != 0:
+	case "redirect":
+		to := strings.TrimSpace(string(value))
+		if deleted || to == "" || to == r {
+			delete(s.redirect, r)
+		} else {
+			s.redirect[r] = to
+		}
+	case "hold":
 		var h hold
 		if deleted {
-			delete(s.holds, chat)
+			delete(s.holds, r)
 		} else if json.Unmarshal(value, &h) == nil {
-			s.holds[chat] = h
+			s.holds[r] = h
 		}
-	default:
-		return
+	}
+	var snapshot pause
+	if p != nil {
+		snapshot = *p
+	}
+	s.mu.Unlock()
+	if p != nil && s.onPause != nil {
+		s.onPause(snapshot)
 	}
 	select {
 	case s.changed <- struct{}{}:
@@ -181,55 +227,48 @@ func (s *chatState) apply(key string, value []byte, deleted bool) {
 	}
 }
 
-func (s *chatState) deadChat(chat int64) (DeadChat, bool) {
+// deadRecipient returns the record of a dead recipient.
+func (s *sharedState) deadRecipient(r string) (DeadRecipient, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	d, ok := s.dead[chat]
+	d, ok := s.deadSet[r]
 	return d, ok
 }
 
-// resolve follows recorded migrations (a group that became a supergroup).
-func (s *chatState) resolve(chat int64) int64 {
+// resolve follows recorded redirects (a group that became a supergroup).
+func (s *sharedState) resolve(r string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for hops := 0; hops < 4; hops++ {
-		to, ok := s.migrated[chat]
+		to, ok := s.redirect[r]
 		if !ok {
 			break
 		}
-		chat = to
+		r = to
 	}
-	return chat
+	return r
 }
 
-func (s *chatState) holdFor(chat int64) (hold, bool) {
+// hold and dead make sharedState the scheduler's view.
+func (s *sharedState) hold(r string) (hold, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	h, ok := s.holds[chat]
+	h, ok := s.holds[r]
 	return h, ok
 }
 
-func (s *chatState) pausedUntil() time.Time {
+func (s *sharedState) dead(r string) bool {
+	_, ok := s.deadRecipient(s.resolve(r))
+	return ok
+}
+
+func (s *sharedState) deadCount() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.pause.Until
+	return len(s.deadSet)
 }
 
-func (s *chatState) deadCount() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.dead)
-}
-
-func (s *chatState) put(ctx context.Context, key string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return s.putRaw(ctx, key, b)
-}
-
-func (s *chatState) putRaw(ctx context.Context, key string, b []byte) error {
+func (s *sharedState) put(ctx context.Context, key string, b []byte) error {
 	if _, err := s.kv.Put(ctx, key, b); err != nil {
 		return fmt.Errorf("writing %s/%s: %w", jetstream.BucketChats, key, err)
 	}
@@ -237,24 +276,54 @@ func (s *chatState) putRaw(ctx context.Context, key string, b []byte) error {
 	return nil
 }
 
-func (s *chatState) markDead(ctx context.Context, d DeadChat) error {
-	return s.put(ctx, jetstream.ChatDeadKey(d.ChatID), d)
-}
-
-func (s *chatState) markMigrated(ctx context.Context, from, to int64) error {
-	return s.putRaw(ctx, jetstream.ChatMigratedKey(from), []byte(strconv.FormatInt(to, 10)))
-}
-
-func (s *chatState) setPause(ctx context.Context, p pause) error { return s.put(ctx, pauseKey, p) }
-
-func (s *chatState) setHold(ctx context.Context, chat int64, h hold) error {
-	return s.put(ctx, holdKey(chat), h)
-}
-
-func (s *chatState) clearHold(ctx context.Context, chat int64) error {
-	if err := s.kv.Delete(ctx, holdKey(chat)); err != nil && !errors.Is(err, natsjs.ErrKeyNotFound) {
-		return fmt.Errorf("deleting %s/%s: %w", jetstream.BucketChats, holdKey(chat), err)
+func (s *sharedState) putJSON(ctx context.Context, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
 	}
-	s.apply(holdKey(chat), nil, true)
+	return s.put(ctx, key, b)
+}
+
+func (s *sharedState) del(ctx context.Context, key string) error {
+	if err := s.kv.Delete(ctx, key); err != nil && !errors.Is(err, natsjs.ErrKeyNotFound) {
+		return fmt.Errorf("deleting %s/%s: %w", jetstream.BucketChats, key, err)
+	}
+	s.apply(key, nil, true)
 	return nil
+}
+
+func (s *sharedState) markDead(ctx context.Context, d DeadRecipient) error {
+	return s.putJSON(ctx, s.keys.dead(d.Recipient), d)
+}
+
+func (s *sharedState) markRedirect(ctx context.Context, from, to string) error {
+	return s.put(ctx, s.keys.redirectKey(from), []byte(to))
+}
+
+// setHoldLocal and setPauseLocal take effect in this worker's view at once;
+// the persister writes them (persist.go).
+func (s *sharedState) setHoldLocal(r string, h hold) {
+	s.mu.Lock()
+	s.holds[r] = h
+	s.mu.Unlock()
+}
+
+func (s *sharedState) clearHoldLocal(r string) {
+	s.mu.Lock()
+	delete(s.holds, r)
+	s.mu.Unlock()
+}
+
+func (s *sharedState) setPauseLocal(p pause) {
+	s.mu.Lock()
+	if p.Until.After(s.pause.Until) {
+		s.pause = p
+	}
+	s.mu.Unlock()
+}
+
+func (s *sharedState) pausedUntil() time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.pause.Until
 }

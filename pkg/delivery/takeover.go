@@ -31,7 +31,8 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 	if w.stopCheck != nil {
 		return // one is running
 	}
-	w.quarantineUntil = now.Add(w.cfg.AckWait + w.parkGrace())
+	w.adm.quarantine(now.Add(w.cfg.AckWait + w.parkGrace()))
+	w.quarantineDeadline = now.Add(w.cfg.AckWait + w.parkGrace())
 	ctx, cancel := context.WithCancel(w.sendCtx)
 	w.stopCheck = cancel
 	go func() {
@@ -77,13 +78,8 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	if w.stopCheck == nil {
 		return
 	}
-	ours := len(w.incoming)
-	for _, l := range w.lanes {
-		ours += len(l.queue) + len(l.parked)
-		if l.inflight != nil {
-			ours++
-		}
-	}
+	n := w.sched.counts()
+	ours := len(w.incoming) + n.held + n.parked + n.inflight
 	ours -= int(w.received.Load() - c.received)
 	if foreign := c.pending - ours; foreign > 0 {
 		w.log.Debug("waiting for messages another worker held", "outstanding", foreign)
@@ -92,8 +88,15 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	w.endQuarantine()
 }
 
+// quarantineExpired reports whether a quarantine is running past its
+// deadline: the other worker's messages should have come back by then.
+func (w *Worker) quarantineExpired(now time.Time) bool {
+	return w.stopCheck != nil && !now.Before(w.quarantineDeadline)
+}
+
 func (w *Worker) endQuarantine() {
-	w.quarantineUntil = time.Time{}
+	w.adm.endQuarantine()
+	w.quarantineDeadline = time.Time{}
 	if w.stopCheck != nil {
 		w.stopCheck()
 		w.stopCheck = nil

@@ -13,26 +13,28 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
-	"golang.org/x/time/rate"
 
-	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
-// Sender is the part of the Bot API client the worker uses.
-type Sender interface {
-	SendMessage(ctx context.Context, p botapi.SendMessageParams) (*botapi.Message, error)
-	GetMe(ctx context.Context) (*botapi.User, error)
-}
+// ReconnectSettle is how long a worker sends nothing after its connection to
+// NATS comes back. Another worker that had requests in flight when NATS went
+// away writes their delivery records once it reconnects, and a message it
+// sent can be handed to this worker at once (a nats-server that crashed
+// forgets its most recent deliveries). It covers the NATS clients' largest
+// reconnect delay (jetstream.Options.MaxReconnectWait, 2s) and a record
+// write.
+const ReconnectSettle = 3 * time.Second
 
 // Deps are the worker's collaborators.
 type Deps struct {
 	// JS publishes dead letters and events and reads stream state.
 	JS natsjs.JetStream
-	// Resources are the consumer and buckets from jetstream.ProvisionWorker.
+	// Resources are the channel's consumer and the buckets
+	// (jetstream.ProvisionWorker or a lookup of them).
 	Resources *jetstream.WorkerResources
-	// API sends messages; normally a *botapi.Client.
-	API Sender
+	// Channel sends and classifies; see pkg/channel/... .
+	Channel Channel
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger
 	// Registry receives the worker's metrics; default a private registry.
@@ -44,65 +46,66 @@ type Deps struct {
 	RandN func(n int64) int64
 }
 
-// Worker delivers notifications from the NOTIFY stream to Telegram. Create it
-// with [New] and call [Worker.Run] once.
+// Worker delivers the notifications of one channel from the NOTIFY stream.
+// Create it with [New] and call [Worker.Run] once.
+//
+// Its goroutines and what each owns:
+//
+//   - the dispatcher (dispatch, Run's own goroutine) owns the scheduler and
+//     every job it holds: it places arrivals, launches attempts, applies
+//     their results, keeps held messages alive and hands them back;
+//   - the consumer callback (consume.go) decodes messages and passes them
+//     to the dispatcher on incoming;
+//   - one goroutine per attempt (attempt.go) runs the channel's Send and the
+//     I/O of its outcome, and reports a result;
+//   - the persister (persist.go) writes holds and pauses in order;
+//   - the shared state watcher (state.go) follows notify_chats;
+//   - the stats poller reads queue depth and dead letters; the takeover
+//     check (takeover.go) and the halt probe run while needed.
+//
+// Everything else they share is behind admission (its own lock), the
+// shared state (its own lock) or atomics.
 type Worker struct {
-	cfg        Config
-	js         natsjs.JetStream
-	res        *jetstream.WorkerResources
-	api        Sender
-	log        *slog.Logger
-	m          *metrics
-	now        func() time.Time
-	randN      func(int64) int64
-	state      *chatState
-	deliveries *deliveries
-	attempts   attempts
-	breaker    *gobreaker.CircuitBreaker[*botapi.Message]
-	botLimit   *rate.Limiter
-	// botNext is a bot-wide token reserved for a future instant, kept
-	// rather than cancelled so that timer lateness is not lost from the
-	// rate (owned by the dispatcher).
-	botNext *rate.Reservation
+	cfg     Config
+	channel Channel
+	name    string
+	js      natsjs.JetStream
+	res     *jetstream.WorkerResources
+	log     *slog.Logger
+	m       *metrics
+	now     func() time.Time
+	randN   func(int64) int64
+	store   *store
+	adm     *admission
+	persist *persister
 
 	// Owned by the dispatcher goroutine.
-	lanes           map[int64]*lane
-	scheds          [2]*scheduler // transactional, bulk
-	inflight        int
-	lastArrival     time.Time
-	arrivalEpoch    uint64             // pin epoch of the last arrival
-	quarantineUntil time.Time          // see takeover.go
-	reconnects      uint64             // NATS reconnections seen
-	settleUntil     time.Time          // no sends before, after a reconnection
-	stopCheck       context.CancelFunc // stops the running takeover check
-	takeover        chan ackCount      // consumer ack-pending counts from the check
-	pinLost         chan struct{}      // signalled when another worker was pinned
+	sched        *scheduler
+	lastArrival  time.Time
+	arrivalEpoch uint64             // pin epoch of the last arrival
+	reconnects   uint64             // NATS reconnections seen
+	stopCheck    context.CancelFunc // stops the running takeover check
+	// quarantineDeadline is when a running takeover check gives up.
+	quarantineDeadline time.Time
+	sendCtx            context.Context // requests in flight; cancelled at the shutdown deadline
+	cancelSends        context.CancelFunc
+	sends              sync.WaitGroup
 
-	incoming    chan *job
-	results     chan result
-	wake        chan struct{}
-	sends       sync.WaitGroup
-	sendCtx     context.Context // requests in flight; cancelled at the shutdown deadline
-	cancelSends context.CancelFunc
-	persistCh   chan stateOp
-	persistDone chan struct{}
-	persistCtx  context.Context // ends when the worker abandons unwritten state
-	stopPersist context.CancelFunc
+	incoming chan *job
+	results  chan result
+	wake     chan struct{}
+	takeover chan ackCount // consumer ack-pending counts from the check
+	pinLost  chan struct{} // signalled when another worker was pinned
 
-	breakerOpenedAt atomic.Int64  // unix nanos of the last transition to open
-	pinEpoch        atomic.Uint64 // times this worker lost the pin to another
-	received        atomic.Uint64 // messages handed to the dispatcher
-	halted          atomic.Bool
-	consuming       atomic.Bool
-	running         atomic.Bool
+	pinEpoch  atomic.Uint64 // times this worker lost the pin to another
+	received  atomic.Uint64 // messages handed to the dispatcher
+	consuming atomic.Bool
+	running   atomic.Bool
+	probing   atomic.Bool
+	// haltCause describes the answer that halted sending.
+	haltCause atomic.Pointer[string]
 
-	// Figures for /stats, written by the dispatcher and the stats poller.
-	statsMu                       sync.Mutex
-	held, parkedN, lanesN, flight int
-	queueDepth, dlqSize           atomic.Int64
-	sent, already, deadN, limited atomic.Int64
-	retries                       [3]atomic.Int64
-	window                        window
+	stats statsView
 }
 
 // New checks the configuration and builds a worker.
@@ -115,9 +118,19 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	case d.JS == nil:
 		return nil, errors.New("worker: JetStream is required")
 	case d.Resources == nil || d.Resources.Consumer == nil || d.Resources.Delivered == nil || d.Resources.Chats == nil || d.Resources.Attempts == nil:
-		return nil, errors.New("worker: provisioned consumer and buckets are required (jetstream.ProvisionWorker)")
-	case d.API == nil:
-		return nil, errors.New("worker: Bot API client is required")
+		return nil, errors.New("worker: the consumer and buckets are required (jetstream.ProvisionWorker)")
+	case d.Channel == nil:
+		return nil, errors.New("worker: a channel is required")
+	}
+	lim := d.Channel.Limits()
+	if err := lim.Validate(); err != nil {
+		return nil, fmt.Errorf("worker: channel %s: %w", d.Channel.Name(), err)
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = DefaultAckWait
+		if info := d.Resources.Consumer.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+			cfg.AckWait = info.Config.AckWait
+		}
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -131,46 +144,37 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	if d.RandN == nil {
 		d.RandN = rand.Int64N
 	}
-	m, err := newMetrics(d.Registry)
+	name := d.Channel.Name()
+	m, err := newMetrics(d.Registry, name)
 	if err != nil {
 		return nil, fmt.Errorf("registering worker metrics: %w", err)
 	}
-	log := d.Logger.With("component", "telegram-worker")
+	log := d.Logger.With("component", name+"-worker")
 	w := &Worker{
-		cfg: cfg, js: d.JS, res: d.Resources, api: d.API, log: log, m: m, now: d.Now, randN: d.RandN,
-		state:       newChatState(d.Resources.Chats, log),
-		deliveries:  newDeliveries(d.Resources.Delivered, cfg.RememberDelivered),
-		attempts:    attempts{kv: d.Resources.Attempts},
-		botLimit:    rate.NewLimiter(rate.Limit(cfg.BotRate), 1),
-		lanes:       map[int64]*lane{},
-		scheds:      [2]*scheduler{newScheduler(), newScheduler()},
-		incoming:    make(chan *job, cfg.PullBatch*2),
-		results:     make(chan result, cfg.MaxInFlight*2),
-		wake:        make(chan struct{}, 1),
-		takeover:    make(chan ackCount, 1),
-		pinLost:     make(chan struct{}, 1),
-		persistCh:   make(chan stateOp, 4096),
-		persistDone: make(chan struct{}),
+		cfg: cfg, channel: d.Channel, name: name, js: d.JS, res: d.Resources, log: log, m: m, now: d.Now, randN: d.RandN,
+		incoming: make(chan *job, cfg.PullBatch*2),
+		results:  make(chan result, cfg.MaxInFlight*2),
+		wake:     make(chan struct{}, 1),
+		takeover: make(chan ackCount, 1),
+		pinLost:  make(chan struct{}, 1),
 	}
-	w.persistCtx, w.stopPersist = context.WithCancel(context.Background())
-	w.breaker = gobreaker.NewCircuitBreaker[*botapi.Message](gobreaker.Settings{
-		Name:        "telegram",
-		MaxRequests: 1,
-		Timeout:     cfg.BreakerOpen,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= cfg.BreakerFailures },
-		// Only transient failures say the API is unhealthy. A 429, a blocked
-		// chat or a bad message is a healthy API answering.
-		IsSuccessful: func(err error) bool { return botapi.Classify(err).Action != botapi.ActionBackoff },
-		IsExcluded:   func(err error) bool { return botapi.Classify(err).Action == botapi.ActionCanceled },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			w.m.breakerState.Set(float64(breakerGauge(to)))
-			if to == gobreaker.StateOpen {
-				w.breakerOpenedAt.Store(w.now().UnixNano())
-			}
-			w.log.Warn("circuit breaker changed state", "from", breakerName(from), "to", breakerName(to))
-			w.poke()
-		},
+	w.adm = newAdmission(name, cfg.BreakerFailures, cfg.BreakerOpen, func(from, to gobreaker.State) {
+		w.m.breakerState.Set(float64(breakerGauge(to)))
+		w.log.Warn("circuit breaker changed state", "from", breakerName(from), "to", breakerName(to))
+		w.poke()
 	})
+	state := newSharedState(d.Resources.Chats, name, log, w.adm.sharedPause)
+	w.store = &store{
+		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
+		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
+	}
+	w.persist = newPersister(state, log)
+	w.sched = newScheduler(schedConfig{
+		rate:      lim.Rate,
+		laneRate:  lim.RecipientRate,
+		laneCap:   cfg.LaneCap,
+		parkGrace: w.parkGrace(),
+	}, state)
 	return w, nil
 }
 
@@ -182,62 +186,27 @@ func (w *Worker) poke() {
 	}
 }
 
+// parkGrace is how long past its deadline a parked message may take to come
+// back before the lane stops waiting for it.
+func (w *Worker) parkGrace() time.Duration { return w.cfg.AckWait + 10*time.Second }
+
 // Ready reports whether the worker is consuming and allowed to send: false
-// while it starts, after Telegram rejected the token, or when it stopped.
+// while it starts, after the provider rejected the credentials, or when it
+// stopped.
 func (w *Worker) Ready() error {
 	switch {
 	case !w.running.Load():
 		return errors.New("worker is not running")
-	case w.halted.Load():
-		return errors.New("bot token rejected by Telegram (401): sending is stopped")
+	case w.adm.isHalted():
+		cause := "credentials rejected"
+		if c := w.haltCause.Load(); c != nil {
+			cause = *c
+		}
+		return fmt.Errorf("%s: %s: sending is stopped until a probe succeeds", w.name, cause)
 	case !w.consuming.Load():
 		return errors.New("not consuming from JetStream")
 	}
 	return nil
-}
-
-// Stats returns the /stats document.
-func (w *Worker) Stats() Stats {
-	var s Stats
-	state := w.breaker.State()
-	s.CircuitBreaker = breakerName(state)
-	s.DLQSize = w.dlqSize.Load()
-	s.QueueDepth = w.queueDepth.Load()
-	now := w.now()
-	s.SuccessRate5m = w.window.rate(now)
-	s.TokenRejected = w.halted.Load()
-	s.APIHealthy = state == gobreaker.StateClosed && !s.TokenRejected
-	s.Retries.Level1, s.Retries.Level2, s.Retries.Level3 = w.retries[0].Load(), w.retries[1].Load(), w.retries[2].Load()
-	s.Sent, s.AlreadyDelivered, s.DeadLetters, s.RateLimited = w.sent.Load(), w.already.Load(), w.deadN.Load(), w.limited.Load()
-	w.statsMu.Lock()
-	s.InFlight, s.Held, s.Parked, s.Lanes = w.flight, w.held, w.parkedN, w.lanesN
-	w.statsMu.Unlock()
-	s.DeadChats = w.state.deadCount()
-	if until := w.state.pausedUntil(); until.After(now) {
-		s.PausedUntil = &until
-	}
-	s.Consuming = w.consuming.Load()
-	return s
-}
-
-func breakerName(s gobreaker.State) string {
-	switch s {
-	case gobreaker.StateOpen:
-		return "OPEN"
-	case gobreaker.StateHalfOpen:
-		return "HALF_OPEN"
-	}
-	return "CLOSED"
-}
-
-func breakerGauge(s gobreaker.State) int {
-	switch s {
-	case gobreaker.StateOpen:
-		return 2
-	case gobreaker.StateHalfOpen:
-		return 1
-	}
-	return 0
 }
 
 // Run consumes and delivers until ctx ends, then stops pulling, lets
@@ -255,22 +224,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() { stopBG(); bgWG.Wait() }()
 
 	ready := make(chan struct{})
-	bgWG.Add(1)
-	go func() { defer bgWG.Done(); _ = w.state.watch(bg, ready) }()
+	bgWG.Go(func() { w.store.state.watch(bg, ready) })
 	select {
 	case <-ready:
 	case <-ctx.Done():
 		return nil
 	}
-
-	bgWG.Add(1)
-	go func() { defer bgWG.Done(); w.pollStats(bg) }()
-	go w.runPersister()
+	bgWG.Go(func() { w.pollStats(bg) })
+	go w.persist.run()
 
 	consumeCtx, stopConsume := context.WithCancel(ctx)
 	consumeDone := make(chan struct{})
 	go func() { defer close(consumeDone); w.consume(consumeCtx) }()
 
+	w.sendCtx, w.cancelSends = context.WithCancel(context.WithoutCancel(ctx))
 	w.dispatch(ctx)
 
 	stopConsume()
@@ -279,91 +246,249 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// pullExpiry is how long one pull request waits on the server. The server
-// unpins a client that sends no new pull request for the consumer's
-// PinnedTTL, even one that is alive and whose request is still waiting; the
-// standby is then pinned while this worker still holds messages. So pulls
-// expire, and are renewed, every half pinned TTL (at least 1s, nats.go's
-// minimum: a pinned TTL below 2s cannot be kept), instead of nats.go's 30s.
-func (w *Worker) pullExpiry() time.Duration {
-	info := w.res.Consumer.CachedInfo()
-	if info == nil || info.Config.PinnedTTL <= 0 {
-		return 30 * time.Second
+// dispatch is the dispatcher loop: the only goroutine that touches the
+// scheduler. It returns when ctx ends.
+func (w *Worker) dispatch(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	keepalive := time.NewTicker(w.cfg.AckWait / 3)
+	defer keepalive.Stop()
+	housekeeping := time.NewTicker(time.Second)
+	defer housekeeping.Stop()
+	for {
+		next := w.launch()
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(w.now()), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-w.incoming:
+			w.onArrival(j)
+			for more := true; more; { // take what else arrived, then launch once
+				select {
+				case j := <-w.incoming:
+					w.onArrival(j)
+				default:
+					more = false
+				}
+			}
+		case r := <-w.results:
+			w.onResult(r)
+		case <-timer.C:
+		case <-w.wake:
+		case <-w.store.state.changed:
+			w.sched.rescheduleAll(w.now())
+		case c := <-w.takeover:
+			w.onTakeoverCheck(c)
+		case <-w.pinLost:
+			w.onPinLost()
+		case <-keepalive.C:
+			for _, j := range w.sched.keepAlive(w.now(), w.cfg.AckWait/3) {
+				_ = j.msg.InProgress()
+			}
+		case <-housekeeping.C:
+			w.housekeep()
+		}
 	}
-	ttl := info.Config.PinnedTTL
-	return min(max(ttl/2, time.Second), 30*time.Second)
 }
 
-// consume pulls from the durable consumer in the pinned priority group and
-// feeds the dispatcher, re-establishing the subscription if it ends (consumer
-// deleted and re-created by an operator, say).
-func (w *Worker) consume(ctx context.Context) {
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		errs := make(chan error, 1)
-		cc, err := w.res.Consumer.Consume(func(m natsjs.Msg) { w.receive(ctx, m) },
-			natsjs.PullPriorityGroup(jetstream.PriorityGroupTelegram),
-			natsjs.PullMaxMessages(w.cfg.PullBatch),
-			natsjs.PullExpiry(w.pullExpiry()),
-			natsjs.ConsumeErrHandler(func(_ natsjs.ConsumeContext, err error) {
-				if errors.Is(err, natsjs.ErrPinIDMismatch) {
-					// Another worker is pinned now. Reported on the goroutine
-					// that delivers messages, so what arrives from here on
-					// carries the new epoch: this worker hands back what it
-					// was delivered before (onPinLost), and when it is pinned
-					// again it checks for messages the other one holds
-					// (takeover.go) however soon that is.
-					w.pinEpoch.Add(1)
-					select {
-					case w.pinLost <- struct{}{}:
-					default:
-					}
-				}
-				if errors.Is(err, natsjs.ErrConsumerDeleted) || errors.Is(err, natsjs.ErrConsumerNotFound) {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-				w.log.Warn("consume error", "err", err)
-			}))
-		if err != nil {
-			w.log.Error("cannot consume; retrying", "err", err, "retry_in", delay)
-			w.consuming.Store(false)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
-			}
-			delay = min(delay*2, 10*time.Second)
-			continue
+// launch starts as many attempts as admission and the scheduler allow now,
+// and returns when the dispatcher should look again (zero: only on an
+// event).
+func (w *Worker) launch() time.Time {
+	now := w.now()
+	if rc := w.js.Conn().Stats().Reconnects; rc != w.reconnects {
+		w.reconnects = rc
+		w.adm.settleFor(now.Add(ReconnectSettle))
+		w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending", "for", ReconnectSettle)
+	}
+	if w.quarantineExpired(now) {
+		w.log.Warn("messages held by a previous worker did not all come back in time; sending anyway",
+			"waited", w.cfg.AckWait+w.parkGrace())
+		w.endQuarantine()
+	}
+	for w.sched.inflight < w.cfg.MaxInFlight {
+		now = w.now()
+		ok, retryAt, _ := w.adm.gate(now, w.sched.inflight)
+		w.m.paused.Set(boolGauge(now.Before(w.adm.pausedUntil())))
+		if !ok {
+			return retryAt
 		}
-		w.consuming.Store(true)
-		delay = 100 * time.Millisecond
-		select {
-		case <-ctx.Done():
-			cc.Stop()
-			<-cc.Closed()
-			// Make sure the server has dropped this subscription's pull
-			// requests before shutdown hands messages back: otherwise it
-			// could redeliver them to the dead subscription, and they would
-			// come back out of order after the ack wait.
-			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = w.js.Conn().FlushWithContext(fctx)
-			cancel()
-			w.consuming.Store(false)
-			return
-		case err := <-errs:
-			w.log.Error("consumer is gone; re-subscribing", "err", err)
-			cc.Stop()
-		case <-cc.Closed():
-			w.log.Warn("consume subscription ended; re-subscribing")
+		j, wake := w.sched.next(now)
+		if j == nil {
+			return wake
 		}
-		w.consuming.Store(false)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
+		target := w.store.state.resolve(j.lane)
+		w.sends.Add(1)
+		go func() {
+			defer w.sends.Done()
+			w.results <- w.attempt(w.sendCtx, j, target)
+		}()
+		if w.adm.breakerState() == gobreaker.StateHalfOpen {
+			return time.Time{} // one probe at a time
 		}
 	}
+	return time.Time{}
+}
+
+// apply carries out what the scheduler decided for the stream.
+func (w *Worker) apply(eff effects) {
+	now := w.now()
+	for _, n := range eff.naks {
+		var err error
+		if n.delay <= 0 {
+			err = n.j.msg.Nak()
+		} else {
+			err = n.j.msg.NakWithDelay(n.delay)
+		}
+		if err != nil {
+			w.log.Warn("cannot hand a message back; it will be redelivered after the ack wait", "seq", n.j.seq, "err", err)
+			w.apply(w.sched.nakFailed(n.j, now.Add(max(n.delay, w.cfg.AckWait))))
+		}
+	}
+	for _, h := range eff.holds {
+		w.persist.hold(h)
+	}
+}
+
+// onArrival places a delivered message in its recipient's lane.
+func (w *Worker) onArrival(j *job) {
+	now := w.now()
+	if j.pinEpoch < w.pinEpoch.Load() {
+		// Delivered while this worker was pinned, processed after it lost
+		// the pin: it goes back like the rest of what it held.
+		w.apply(w.sched.handBackJob(j, now))
+		return
+	}
+	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch {
+		w.startTakeoverCheck(j.received)
+	}
+	w.lastArrival, w.arrivalEpoch = j.received, j.pinEpoch
+	eff, dup := w.sched.arrive(j, now)
+	if dup {
+		w.log.Debug("duplicate delivery attached", "seq", j.seq)
+	}
+	w.apply(eff)
+}
+
+// onResult applies a finished attempt.
+func (w *Worker) onResult(r result) {
+	if r.pause != nil {
+		w.persist.pause(*r.pause)
+	}
+	if r.halt != "" && w.adm.setHalted(true) {
+		w.haltCause.Store(&r.halt)
+		w.m.halted.Set(1)
+		if w.probing.CompareAndSwap(false, true) {
+			go w.probe()
+		}
+	}
+	disp := r.disp
+	if (disp == retryHere) && r.job.pinEpoch < w.pinEpoch.Load() {
+		disp = handBack // the pin moved while it was in flight
+	}
+	w.apply(w.sched.finish(r.job, r.at, r.called, disp, r.delay))
+}
+
+// probe checks rejected credentials with Channel.Probe until they are
+// accepted again (a transient 401, or the operator fixed them) or the worker
+// stops.
+func (w *Worker) probe() {
+	defer w.probing.Store(false)
+	t := time.NewTicker(w.cfg.HaltProbe)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.sendCtx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(w.sendCtx, 30*time.Second)
+		err := w.channel.Probe(ctx)
+		cancel()
+		if err == nil {
+			w.log.Info("the provider accepts the credentials again: sending resumes")
+			w.adm.setHalted(false)
+			w.m.halted.Set(0)
+			w.poke()
+			return
+		}
+		w.log.Error("credentials still rejected", "err", err)
+	}
+}
+
+// housekeep forgets parked messages that never came back, drops idle lanes
+// and publishes the gauges.
+func (w *Worker) housekeep() {
+	eff, gone := w.sched.housekeep(w.now())
+	for _, g := range gone {
+		w.log.Warn("parked messages did not come back; no longer waiting for them", "recipient", g.recipient, "count", g.count)
+	}
+	w.apply(eff)
+	c := w.sched.counts()
+	w.m.held.Set(float64(c.held))
+	w.m.parked.Set(float64(c.parked))
+	w.m.lanes.Set(float64(c.lanes))
+	w.m.inFlight.Set(float64(c.inflight))
+	w.stats.setCounts(c)
+}
+
+// shutdown runs after the consumer stopped: requests in flight get
+// ShutdownTimeout to finish, then every held message goes back to the stream
+// in order (behind its lane's parked ones), and pending state writes flush.
+func (w *Worker) shutdown() {
+	deadline := time.NewTimer(w.cfg.ShutdownTimeout)
+	defer deadline.Stop()
+	for w.sched.inflight > 0 {
+		select {
+		case r := <-w.results:
+			w.onResult(r)
+		case <-deadline.C:
+			w.log.Warn("requests still in flight at the shutdown deadline; cancelling them", "in_flight", w.sched.inflight)
+			w.cancelSends()
+			for w.sched.inflight > 0 {
+				w.onResult(<-w.results)
+			}
+		}
+	}
+	w.cancelSends()
+	w.sends.Wait()
+	for more := true; more; {
+		select {
+		case j := <-w.incoming:
+			w.onArrival(j)
+		default:
+			more = false
+		}
+	}
+	eff, n := w.sched.handBackAll(w.now())
+	w.apply(eff)
+	w.persist.close(5 * time.Second)
+	w.log.Info("worker stopped", "handed_back", n)
+}
+
+// onPinLost runs when another worker was pinned: only the pinned worker
+// sends, because JetStream hands it what this one was delivered as soon as
+// it thinks their ack wait expired (at once after a nats-server restart),
+// and two workers holding one message send it twice, or a recipient's
+// messages out of order. So this worker hands back everything it holds, in
+// order; requests in flight finish, and what they leave over goes back too
+// (onResult). Messages already on their way to the dispatcher are handed
+// back as they arrive (onArrival).
+func (w *Worker) onPinLost() {
+	eff, n := w.sched.handBackAll(w.now())
+	w.apply(eff)
+	if n > 0 {
+		w.log.Warn("another worker is pinned: handed back the messages this one held", "count", n)
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

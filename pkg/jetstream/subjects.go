@@ -32,18 +32,39 @@ const (
 	// BucketAttempts counts delivery attempts per idempotency key.
 	BucketAttempts = "notify_attempts"
 
-	// SubjectChatDead announces that a chat blocked the bot or was deleted.
-	SubjectChatDead = "notify.events.chat_dead"
-	// SubjectChatMigrated announces that a group became a supergroup.
-	SubjectChatMigrated = "notify.events.chat_migrated"
+	// SubjectRecipientDead announces that a recipient can no longer be
+	// reached on a channel (a chat blocked the bot or was deleted).
+	SubjectRecipientDead = "notify.events.recipient_dead"
+	// SubjectRecipientRedirected announces that a recipient moved (a
+	// Telegram group became a supergroup).
+	SubjectRecipientRedirected = "notify.events.recipient_redirected"
 )
+
+// subjectRoot is the first token of every notification subject.
+const subjectRoot = "notify"
+
+// DeadPrefix is prepended to an original subject to form its dead-letter
+// subject.
+const DeadPrefix = "dead."
+
+// Subject returns the subject of a notification for recipient on channel:
+// notify.<channel>.<recipient>. The recipient is a single subject token.
+func Subject(channel, recipient string) string {
+	return subjectRoot + "." + channel + "." + recipient
+}
+
+// ParseSubject splits a notification subject (or its dead-letter subject)
+// into its channel and recipient.
+func ParseSubject(subject string) (channel, recipient string, err error) {
+	parts := strings.Split(strings.TrimPrefix(subject, DeadPrefix), ".")
+	if len(parts) != 3 || parts[0] != subjectRoot || parts[1] == "" || parts[2] == "" || parts[1] == "events" {
+		return "", "", fmt.Errorf("subject %q is not a notification subject (notify.<channel>.<recipient>)", subject)
+	}
+	return parts[1], parts[2], nil
+}
 
 // telegramPrefix is the subject prefix of Telegram notifications.
 const telegramPrefix = "notify.telegram."
-
-// deadPrefix is prepended to an original subject to form its dead-letter
-// subject.
-const deadPrefix = "dead."
 
 // TelegramSubject returns the subject of a Telegram notification for chatID:
 // notify.telegram.<chat_id>. Negative ids (groups) keep their sign, which is
@@ -55,13 +76,13 @@ func TelegramSubject(chatID int64) string {
 // DeadSubject returns the dead-letter subject of a Telegram notification for
 // chatID: dead.notify.telegram.<chat_id>.
 func DeadSubject(chatID int64) string {
-	return deadPrefix + TelegramSubject(chatID)
+	return DeadPrefix + TelegramSubject(chatID)
 }
 
 // ParseTelegramSubject returns the chat id of a subject made by
 // [TelegramSubject] or [DeadSubject].
 func ParseTelegramSubject(subject string) (int64, error) {
-	rest, ok := strings.CutPrefix(strings.TrimPrefix(subject, deadPrefix), telegramPrefix)
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(subject, DeadPrefix), telegramPrefix)
 	if !ok {
 		return 0, fmt.Errorf("subject %q is not a telegram notification subject", subject)
 	}

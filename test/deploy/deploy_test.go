@@ -23,6 +23,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
@@ -91,7 +92,11 @@ func codeMetrics(t *testing.T) map[string]bool {
 	defer cancel()
 	w := env.StartWorker(testenv.WorkerOptions{})
 	w.Stop(t)
-	if _, err := delivery.New(delivery.Config{}, delivery.Deps{JS: env.JS, Resources: w.Resources, API: env.Client(testenv.Token), Logger: env.Log, Registry: rec}); err != nil {
+	ch, err := telegram.New(telegram.Config{}, env.Client(testenv.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := delivery.New(delivery.Config{}, delivery.Deps{JS: env.JS, Resources: w.Resources, Channel: ch, Logger: env.Log, Registry: rec}); err != nil {
 		t.Fatalf("creating a worker: %v", err)
 	}
 	p, err := publisher.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), env.NC, publisher.Options{Registerer: rec})

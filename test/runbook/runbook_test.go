@@ -29,6 +29,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
@@ -219,11 +220,12 @@ func TestRunbookDeadLetterCommands(t *testing.T) {
 	lim.BotRate, lim.BotBurst, lim.ChatRate, lim.ChatBurst, lim.GroupPerMinute, lim.GroupBurst = 300, 300, 20, 3, 1200, 3
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim, Blocked: []int64{200}}})
 	sh := newShell(t, env.NATS.URL())
-	w := env.StartWorker(testenv.WorkerOptions{Config: delivery.Config{
-		BotRate: 300, ChatRate: 20, GroupPerMinute: 1200,
-		MaxAttempts: 2, BackoffBase: 20 * time.Millisecond, BackoffCap: 100 * time.Millisecond,
-		BreakerFailures: 1000,
-	}})
+	w := env.StartWorker(testenv.WorkerOptions{
+		Telegram: telegram.Config{BotRate: 300, ChatRate: 20, GroupPerMinute: 1200},
+		Config: delivery.Config{
+			MaxAttempts: 2, BackoffBase: 20 * time.Millisecond, BackoffCap: 100 * time.Millisecond,
+			BreakerFailures: 1000,
+		}})
 
 	// An outage dead-letters R1 and R2 as max_attempts. R2 is in the stream
 	// twice, under two message ids, as after a republish past the duplicate
@@ -316,7 +318,7 @@ func TestRunbookDeadLetterCommands(t *testing.T) {
 		env.Emu.Unblock(200) // the customer unblocked the bot
 		out := sh.run(t, "revive-chat", "CHAT=200")
 		mustContain(t, "revive", out, "blocked")
-		natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().DeadChats == 0 }, "the worker to forget the dead chat")
+		natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().DeadRecipients == 0 }, "the worker to forget the dead chat")
 
 		sh.run(t, "replay-by-hand", seqVar(seqR3))
 		natstest.WaitFor(t, 20*time.Second, func() bool { return len(env.Emu.ChatMessages(200)) == 1 }, "R3 delivered")

@@ -1,0 +1,237 @@
+package delivery
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// admission is the one place that decides whether a request may start. Its
+// rules, in order:
+//
+//   - halt: the provider rejected the credentials; nothing is sent until a
+//     probe succeeds.
+//   - settle: for ReconnectSettle after the NATS connection came back,
+//     nothing is sent (another worker's delivery records may be on their
+//     way; see docs/WORKER.md).
+//   - quarantine: after a takeover, nothing is sent until the messages the
+//     previous worker held are back (takeover.go).
+//   - pause: after a 429, nothing at all is sent until retry_after has
+//     passed. Telegram does not say which limit was hit, and sending into a
+//     pause extends it.
+//   - breaker: after a run of transient failures the circuit opens; one
+//     probe goes through after the open period.
+//
+// It answers twice per request. The dispatcher asks [admission.gate] before
+// it launches an attempt, to know when to look again. The attempt asks
+// [admission.admit] as the last thing before its request is written (the
+// channel calls Attempt.Admit then). admit and pause take the same lock, so a
+// request cannot start after a 429 has been read, however late its goroutine
+// runs: the requests that can cross a 429 are only those admitted before it
+// was read — already on the wire or about to be — at most MaxInFlight-1 of
+// them, and pause counts them.
+type admission struct {
+	breaker     *gobreaker.TwoStepCircuitBreaker[struct{}]
+	breakerOpen time.Duration
+	// openedAt is when the breaker last opened, unix nanoseconds. Written
+	// by the breaker's state-change hook, which runs under the breaker's
+	// own lock and so must not take mu.
+	openedAt atomic.Int64
+
+	mu              sync.Mutex
+	halted          bool
+	settleUntil     time.Time
+	quarantineUntil time.Time
+	pause           pause
+	// open counts the requests admitted and not yet answered.
+	open int
+}
+
+// errTransient is reported to the breaker for a transient failure;
+// errExcluded for an attempt that says nothing about the provider's health.
+var (
+	errTransient = errors.New("transient failure")
+	errExcluded  = errors.New("no answer")
+)
+
+// breakerSettings builds the breaker's settings; onChange runs on every
+// state transition (under the breaker's lock).
+func newAdmission(name string, failures uint32, open time.Duration, onChange func(from, to gobreaker.State)) *admission {
+	a := &admission{breakerOpen: open}
+	a.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         name,
+		MaxRequests:  1,
+		Timeout:      open,
+		ReadyToTrip:  func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		IsSuccessful: func(err error) bool { return !errors.Is(err, errTransient) },
+		IsExcluded:   func(err error) bool { return errors.Is(err, errExcluded) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				a.openedAt.Store(time.Now().UnixNano())
+			}
+			if onChange != nil {
+				onChange(from, to)
+			}
+		},
+	})
+	return a
+}
+
+// gate reports whether the dispatcher may launch an attempt at now, with
+// inflight attempts already running. When it may not, retryAt is when to
+// look again (zero: only after an event) and reason says why.
+func (a *admission) gate(now time.Time, inflight int) (ok bool, retryAt time.Time, reason string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if why, until, blocked := a.blockedLocked(now); blocked {
+		return false, until, why
+	}
+	switch a.breaker.State() {
+	case gobreaker.StateOpen:
+		return false, time.Unix(0, a.openedAt.Load()).Add(a.breakerOpen + time.Millisecond), "breaker open"
+	case gobreaker.StateHalfOpen:
+		if inflight > 0 {
+			return false, time.Time{}, "breaker probing" // one probe at a time
+		}
+	}
+	return true, time.Time{}, ""
+}
+
+// blockedLocked applies every rule but the breaker.
+func (a *admission) blockedLocked(now time.Time) (reason string, until time.Time, blocked bool) {
+	switch {
+	case a.halted:
+		return "halted", time.Time{}, true
+	case now.Before(a.settleUntil):
+		return "settling after a NATS reconnect", a.settleUntil, true
+	case now.Before(a.quarantineUntil):
+		return "waiting for a previous worker's messages", a.quarantineUntil, true
+	case now.Before(a.pause.Until):
+		return "paused", a.pause.Until, true
+	}
+	return "", time.Time{}, false
+}
+
+// ticket is an admitted request. Its done reports the answer.
+type ticket struct {
+	a       *admission
+	done    func(error)
+	settled bool
+}
+
+// admit decides, as the request is about to be written, whether it may be:
+// every rule is checked again under the lock that pause takes. It returns a
+// ticket to settle with the attempt's outcome, or a *NotAdmittedError.
+func (a *admission) admit(now time.Time) (*ticket, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if why, until, blocked := a.blockedLocked(now); blocked {
+		return nil, &NotAdmittedError{Until: until, Reason: why}
+	}
+	done, err := a.breaker.Allow()
+	if err != nil {
+		until := time.Time{}
+		if errors.Is(err, gobreaker.ErrOpenState) {
+			until = time.Unix(0, a.openedAt.Load()).Add(a.breakerOpen)
+		}
+		return nil, &NotAdmittedError{Until: until, Reason: "breaker " + a.breaker.State().String()}
+	}
+	a.open++
+	return &ticket{a: a, done: done}, nil
+}
+
+// settle reports the outcome of the ticket's request to the breaker and
+// forgets it. Calling it twice does nothing.
+func (t *ticket) settle(o Outcome) {
+	if t == nil || t.settled {
+		return
+	}
+	t.settled = true
+	var err error
+	switch {
+	case o.Kind == NotSent || o.Kind == Canceled:
+		err = errExcluded
+	case !o.healthy():
+		err = errTransient
+	}
+	t.done(err)
+	t.a.mu.Lock()
+	t.a.open--
+	t.a.mu.Unlock()
+}
+
+// pauseFor starts a pause (or extends the current one) and returns how many
+// other requests were admitted before it and are not answered yet: they may
+// reach the provider inside the pause. The caller's own request is one of
+// the open ones and is not counted.
+func (a *admission) pauseFor(p pause) (crossing int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.Until.After(a.pause.Until) {
+		a.pause = p
+	}
+	return max(a.open-1, 0)
+}
+
+// sharedPause applies a pause another worker wrote to the shared state.
+func (a *admission) sharedPause(p pause) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.Until.After(a.pause.Until) || p.Until.IsZero() {
+		a.pause = p
+	}
+}
+
+// pausedUntil is the end of the current pause (zero or past when none).
+func (a *admission) pausedUntil() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pause.Until
+}
+
+// setHalted stops (or resumes) all sending.
+func (a *admission) setHalted(h bool) (changed bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	changed, a.halted = a.halted != h, h
+	return changed
+}
+
+func (a *admission) isHalted() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.halted
+}
+
+// settleFor stops sending until until (after a NATS reconnect).
+func (a *admission) settleFor(until time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.settleUntil = later(a.settleUntil, until)
+}
+
+// quarantine stops sending until until, or until endQuarantine.
+func (a *admission) quarantine(until time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.quarantineUntil = until
+}
+
+func (a *admission) endQuarantine() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.quarantineUntil = time.Time{}
+}
+
+// breakerState returns the breaker's state.
+func (a *admission) breakerState() gobreaker.State { return a.breaker.State() }
+
+// openRequests is how many admitted requests are not answered yet.
+func (a *admission) openRequests() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.open
+}

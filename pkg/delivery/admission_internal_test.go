@@ -1,0 +1,182 @@
+package delivery
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// No request is admitted after a 429 was read, however the goroutines are
+// scheduled: admit and pauseFor take one lock. Requests admitted before are
+// the ones counted as crossing. The test hammers admit from several
+// goroutines while one reads a "429"; run it with -race and on a busy
+// machine: it has no timing assumption.
+func TestAdmissionNothingStartsAfterA429WasRead(t *testing.T) {
+	for round := range 50 {
+		a := newAdmission("test", 1000, time.Minute, nil)
+		now := time.Now()
+		var paused atomic.Bool
+		var violations, admittedBefore atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 8 {
+			wg.Go(func() {
+				<-start
+				for range 200 {
+					wasPaused := paused.Load()
+					tk, err := a.admit(now)
+					if err == nil {
+						if wasPaused {
+							violations.Add(1)
+						} else {
+							admittedBefore.Add(1)
+						}
+						tk.settle(Outcome{Kind: Delivered})
+					}
+				}
+			})
+		}
+		var crossing int
+		wg.Go(func() {
+			<-start
+			tk, err := a.admit(now)
+			if err != nil {
+				t.Errorf("round %d: the 429's own request was not admitted: %v", round, err)
+				return
+			}
+			crossing = a.pauseFor(pause{Until: now.Add(time.Hour), Reason: "429"})
+			paused.Store(true)
+			tk.settle(Outcome{Kind: RetryAfter})
+		})
+		close(start)
+		wg.Wait()
+		if v := violations.Load(); v != 0 {
+			t.Fatalf("round %d: %d requests admitted after the 429 was read, want 0", round, v)
+		}
+		if crossing > 8 {
+			t.Fatalf("round %d: %d requests crossing the 429, want at most the 8 other senders", round, crossing)
+		}
+		var na *NotAdmittedError
+		if _, err := a.admit(now); !errors.As(err, &na) || !na.Until.Equal(now.Add(time.Hour)) || na.Reason != "paused" {
+			t.Fatalf("round %d: admit during the pause = %v, want a NotAdmittedError until the pause's end", round, err)
+		}
+	}
+}
+
+// pauseFor counts the other requests admitted and not answered yet.
+func TestAdmissionCountsCrossingRequests(t *testing.T) {
+	a := newAdmission("test", 1000, time.Minute, nil)
+	now := time.Now()
+	var tickets []*ticket
+	for range 4 {
+		tk, err := a.admit(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets = append(tickets, tk)
+	}
+	tickets[3].settle(Outcome{Kind: Delivered}) // answered before the 429
+	if got := a.pauseFor(pause{Until: now.Add(time.Second)}); got != 2 {
+		t.Fatalf("crossing = %d, want 2 (four admitted, one answered, one is the 429 itself)", got)
+	}
+	if ok, until, why := a.gate(now, 0); ok || !until.Equal(now.Add(time.Second)) || why != "paused" {
+		t.Fatalf("gate during the pause = %v, %v, %q", ok, until, why)
+	}
+	if ok, _, _ := a.gate(now.Add(time.Second), 0); !ok {
+		t.Fatal("gate refused after the pause ended")
+	}
+	if _, err := a.admit(now.Add(time.Second)); err != nil {
+		t.Fatalf("admit after the pause ended: %v", err)
+	}
+}
+
+// Halt, settle and quarantine each stop admission until they end.
+func TestAdmissionRules(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name  string
+		set   func(a *admission)
+		clear func(a *admission)
+		want  string
+	}{
+		{"halt", func(a *admission) { a.setHalted(true) }, func(a *admission) { a.setHalted(false) }, "halted"},
+		{"settle", func(a *admission) { a.settleFor(now.Add(time.Second)) }, nil, "settling after a NATS reconnect"},
+		{"quarantine", func(a *admission) { a.quarantine(now.Add(time.Second)) }, func(a *admission) { a.endQuarantine() }, "waiting for a previous worker's messages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAdmission("test", 5, time.Minute, nil)
+			tc.set(a)
+			if ok, _, why := a.gate(now, 0); ok || why != tc.want {
+				t.Fatalf("gate = %v %q, want refused with %q", ok, why, tc.want)
+			}
+			if _, err := a.admit(now); err == nil {
+				t.Fatal("admitted while blocked")
+			}
+			if tc.clear != nil {
+				tc.clear(a)
+			} else {
+				now = now.Add(time.Second)
+			}
+			if _, err := a.admit(now); err != nil {
+				t.Fatalf("admit after the rule ended: %v", err)
+			}
+		})
+	}
+}
+
+// A run of transient failures opens the breaker: no admission until the
+// open period has passed, then one probe at a time.
+func TestAdmissionBreaker(t *testing.T) {
+	var transitions []gobreaker.State
+	var mu sync.Mutex
+	a := newAdmission("test", 3, 50*time.Millisecond, func(_, to gobreaker.State) {
+		mu.Lock()
+		transitions = append(transitions, to)
+		mu.Unlock()
+	})
+	now := time.Now()
+	for range 3 {
+		tk, err := a.admit(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.settle(Outcome{Kind: Transient})
+	}
+	if ok, retryAt, why := a.gate(now, 0); ok || why != "breaker open" || retryAt.IsZero() {
+		t.Fatalf("gate after 3 failures = %v %v %q, want the breaker open with a time to look again", ok, retryAt, why)
+	}
+	if _, err := a.admit(now); err == nil {
+		t.Fatal("admitted with the breaker open")
+	}
+	// Canceled and not-sent attempts say nothing about the provider.
+	deadline := time.Now().Add(10 * time.Second)
+	for a.breakerState() != gobreaker.StateHalfOpen {
+		if time.Now().After(deadline) {
+			t.Fatal("the breaker never became half-open")
+		}
+		time.Sleep(5 * time.Millisecond) // the breaker's own timer runs on the real clock
+	}
+	if ok, _, why := a.gate(now, 1); ok || why != "breaker probing" {
+		t.Fatalf("gate while a probe is in flight = %v %q, want one probe at a time", ok, why)
+	}
+	probe, err := a.admit(now)
+	if err != nil {
+		t.Fatalf("the probe was not admitted: %v", err)
+	}
+	if _, err := a.admit(now); err == nil {
+		t.Fatal("a second request admitted beside the half-open probe")
+	}
+	probe.settle(Outcome{Kind: RecipientDead}) // a healthy answer closes it
+	if s := a.breakerState(); s != gobreaker.StateClosed {
+		t.Fatalf("breaker %v after a healthy probe, want closed", s)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(transitions) != 3 {
+		t.Fatalf("transitions %v, want open, half-open, closed", transitions)
+	}
+}

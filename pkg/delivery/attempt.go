@@ -1,0 +1,305 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+)
+
+// stateRetry is how long a lane waits after JetStream could not be read or
+// written (a NATS outage) before it tries again.
+const stateRetry = time.Second
+
+// maxRedirects bounds how many redirects one attempt follows.
+const maxRedirects = 3
+
+// attempt makes one attempt at a job: it skips what must not be sent (dead
+// recipient, expired, already delivered), has the channel send it, and
+// carries out the outcome that needs I/O (delivery record and ack, dead
+// letter, attempt count, events). It runs on its own goroutine; what changes
+// the dispatcher's state is reported in the result.
+func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
+	now := w.now()
+	if d, ok := w.store.state.deadRecipient(target); ok {
+		return w.finishDead(ctx, j, letter{reason: d.Reason, code: d.Code,
+			description: fmt.Sprintf("recipient %s was found dead at %s: %s", target, d.At.Format(time.RFC3339), d.Description)}, false)
+	}
+	if j.n.Expired(now) {
+		return w.finishDead(ctx, j, letter{reason: ReasonExpired,
+			description: "notification expired at " + j.n.ExpiresAt.Format(time.RFC3339) + " before it could be sent"}, false)
+	}
+	sent, err := w.store.isDelivered(ctx, j.n.Key)
+	if err != nil {
+		w.log.Warn("cannot read the delivery record; retrying later", "key", j.n.Key, "err", err)
+		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+	}
+	if sent {
+		w.ack(ctx, j)
+		w.m.alreadyDelivered.Inc()
+		w.stats.already.Add(1)
+		w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)
+		return result{job: j, disp: moveOn, at: now}
+	}
+	prior := w.attemptsSoFar(ctx, j)
+	for hop := 0; ; hop++ {
+		o, t, refused, start, end := w.send(ctx, j, target, prior+1)
+		switch o.Kind {
+		case Delivered, Transient, Rejected, RecipientDead, Redirect, Halt, RetryAfter:
+			w.m.sendSeconds.Observe(end.Sub(start).Seconds())
+			w.m.requests.WithLabelValues(o.Kind.String()).Inc()
+		}
+		if o.Kind == RetryAfter {
+			// Paused here, before the ticket is settled: requests admitted
+			// before this point are counted as crossing the 429, and none
+			// is admitted after it (admission.go).
+			p := pause{Until: end.Add(o.Delay), Reason: "429 for recipient " + target}
+			crossing := w.adm.pauseFor(p)
+			w.m.crossing.Add(float64(crossing))
+			w.stats.crossing.Add(int64(crossing))
+			t.settle(o)
+			w.m.rateLimited.Inc()
+			w.stats.limited.Add(1)
+			w.log.Warn("rate limit hit: pausing every request", "retry_after", o.Delay, "recipient", target, "key", j.n.Key,
+				"crossing", crossing)
+			return result{job: j, disp: retryLater, delay: o.Delay, at: end, called: true, pause: &p}
+		}
+		t.settle(o)
+		called := result{job: j, at: end, called: true}
+		switch o.Kind {
+		case Delivered:
+			w.delivered(ctx, j, o, target, end)
+			called.disp = moveOn
+			return called
+
+		case Redirect:
+			if o.RedirectTo == "" || o.RedirectTo == target || hop >= maxRedirects {
+				return w.transient(ctx, j, o, end, prior)
+			}
+			w.m.redirects.Inc()
+			w.log.Info("recipient moved; following", "from", target, "to", o.RedirectTo, "key", j.n.Key)
+			if err := w.store.state.markRedirect(ctx, target, o.RedirectTo); err != nil {
+				w.log.Error("cannot record the redirect", "from", target, "to", o.RedirectTo, "err", err)
+			}
+			w.store.publishEvent(ctx, jetstream.SubjectRecipientRedirected, w.name+":redirected:"+target,
+				RecipientEvent{Channel: w.name, Recipient: target, Reason: o.Reason, Code: o.Code, Description: o.Description,
+					RedirectTo: o.RedirectTo, Key: j.n.Key, At: end})
+			target = o.RedirectTo
+			continue
+
+		case Rejected, RecipientDead:
+			w.m.failures.WithLabelValues(o.Reason).Inc()
+			if o.Unrecognised {
+				w.m.unrecognised.WithLabelValues(o.Reason, fmt.Sprint(o.Code)).Inc()
+				w.log.Warn("permanent answer with an unrecognised description", "code", o.Code, "description", o.Description, "key", j.n.Key)
+			}
+			w.stats.window.add(end, false)
+			r := w.finishDead(ctx, j, letter{reason: o.Reason, code: o.Code, description: o.Description, attempts: prior + 1}, true)
+			if r.disp == moveOn && o.Kind == RecipientDead {
+				w.recipientDied(ctx, j, target, o, end)
+			}
+			r.called = true
+			return r
+
+		case Halt:
+			w.log.Error("the provider rejected the credentials: sending stopped; fix them, nothing is dead-lettered",
+				"code", o.Code, "reason", o.Reason, "description", o.Description)
+			called.disp = retryHere
+			called.halt = fmt.Sprintf("credentials rejected (%d %s)", o.Code, o.Description)
+			return called
+
+		case NotSent:
+			// Not admitted: nothing left the process. The message waits at
+			// the head of its lane until admission allows again.
+			called.called = false
+			called.disp = retryHere
+			if refused != nil && !refused.Until.IsZero() {
+				called.delay = max(refused.Until.Sub(end), 0)
+			}
+			return called
+
+		case Canceled:
+			called.disp, called.called = retryHere, o.MaybeDelivered
+			return called
+
+		case Transient:
+			return w.transient(ctx, j, o, end, prior)
+
+		default:
+			w.log.Error("channel returned an invalid outcome; retrying as a transient failure", "outcome", o.Kind.String(), "key", j.n.Key)
+			o.Kind, o.Reason = Transient, "invalid_outcome"
+			return w.transient(ctx, j, o, end, prior)
+		}
+	}
+}
+
+// send has the channel send one attempt and returns its outcome, the
+// admission ticket its request took (nil when none was admitted) and the
+// refusal when admission said no.
+func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o Outcome, t *ticket, refused *NotAdmittedError, start, end time.Time) {
+	a := &Attempt{Notification: j.n, Recipient: target, Number: number}
+	// Admit may be called on another goroutine (the HTTP transport's
+	// writer), so its result is kept under a lock.
+	var mu sync.Mutex
+	a.admit = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case t != nil:
+			return nil
+		case refused != nil:
+			return refused
+		}
+		tk, err := w.adm.admit(w.now())
+		if err != nil {
+			refused, _ = err.(*NotAdmittedError)
+			return err
+		}
+		t = tk
+		return nil
+	}
+	start = w.now()
+	o = w.channel.Send(ctx, a)
+	end = w.now()
+	mu.Lock()
+	defer mu.Unlock()
+	switch o.Kind {
+	case NotSent, Canceled:
+	default:
+		if t == nil {
+			// A bug in the channel: it sent without asking admission, or
+			// although admission refused. The answer is used, but logged.
+			w.log.Error("channel sent without admission (Attempt.Admit)", "outcome", o.Kind.String(), "refused", refused != nil)
+		}
+	}
+	if o.Kind == NotSent && refused != nil && o.Description == "" {
+		o.Description = refused.Error()
+	}
+	return o, t, refused, start, end
+}
+
+// transient counts a failed attempt and decides between a retry and a dead
+// letter (max_attempts, or expired before the retry could happen).
+func (w *Worker) transient(ctx context.Context, j *job, o Outcome, now time.Time, prior int) result {
+	w.m.failures.WithLabelValues(o.Reason).Inc()
+	w.stats.window.add(now, false)
+	n := prior + 1
+	if n >= w.cfg.MaxAttempts {
+		r := w.finishDead(ctx, j, letter{reason: ReasonMaxAttempts, code: o.Code, description: o.Description, attempts: n}, true)
+		r.called = true
+		return r
+	}
+	delay := retryDelay(n, w.cfg.BackoffBase, w.cfg.BackoffCap, w.randN)
+	if !j.n.ExpiresAt.IsZero() && !now.Add(delay).Before(j.n.ExpiresAt) {
+		r := w.finishDead(ctx, j, letter{reason: ReasonExpired, code: o.Code,
+			description: fmt.Sprintf("notification expires at %s, before its retry; last error: %s", j.n.ExpiresAt.Format(time.RFC3339), o.Description), attempts: n}, true)
+		r.called = true
+		return r
+	}
+	if err := w.store.setAttempts(ctx, j.n.Key, n); err != nil {
+		w.log.Warn("cannot record the attempt count", "key", j.n.Key, "err", err)
+	}
+	w.stats.retries[min(n, 3)-1].Add(1)
+	w.m.retries.WithLabelValues(fmt.Sprint(min(n, 3))).Inc()
+	w.log.Warn("send failed; retrying", "key", j.n.Key, "recipient", j.lane, "attempt", n, "retry_in", delay,
+		"reason", o.Reason, "code", o.Code, "description", o.Description, "may_have_been_delivered", o.MaybeDelivered)
+	return result{job: j, disp: retryLater, delay: delay, at: now, called: true}
+}
+
+// attemptsSoFar reads the persisted attempt count; a first delivery has none.
+func (w *Worker) attemptsSoFar(ctx context.Context, j *job) int {
+	if meta, err := j.msg.Metadata(); err == nil && meta.NumDelivered <= 1 {
+		return 0
+	}
+	n, err := w.store.attemptsOf(ctx, j.n.Key)
+	if err != nil {
+		w.log.Warn("cannot read the attempt count", "key", j.n.Key, "err", err)
+	}
+	return n
+}
+
+// finishDead dead-letters the job. If the dead letter cannot be stored the
+// message is retried later instead, without spending an attempt.
+func (w *Worker) finishDead(ctx context.Context, j *job, l letter, clearAttempts bool) result {
+	if err := w.store.deadLetter(ctx, j, l); err != nil {
+		w.log.Error("cannot dead-letter; retrying later", "key", j.n.Key, "err", err)
+		return result{job: j, disp: retryHere, at: w.now(), delay: stateRetry}
+	}
+	w.countDead(l.reason)
+	if clearAttempts {
+		if err := w.store.clearAttempts(ctx, j.n.Key); err != nil {
+			w.log.Warn("cannot clear the attempt count", "key", j.n.Key, "err", err)
+		}
+	}
+	return result{job: j, disp: moveOn, at: w.now()}
+}
+
+func (w *Worker) countDead(reason string) {
+	w.m.dead.WithLabelValues(reason).Inc()
+	w.stats.deadN.Add(1)
+}
+
+// recipientDied remembers a dead recipient and tells the application.
+func (w *Worker) recipientDied(ctx context.Context, j *job, target string, o Outcome, at time.Time) {
+	d := DeadRecipient{Channel: w.name, Recipient: target, Reason: o.Reason, Code: o.Code, Description: o.Description, At: at, Key: j.n.Key}
+	if err := w.store.state.markDead(ctx, d); err != nil {
+		w.log.Error("cannot record the dead recipient", "recipient", target, "err", err)
+	}
+	w.store.publishEvent(ctx, jetstream.SubjectRecipientDead, fmt.Sprintf("%s:dead:%s:%d", w.name, target, j.seq),
+		RecipientEvent{Channel: w.name, Recipient: target, Reason: o.Reason, Code: o.Code, Description: o.Description, Key: j.n.Key, At: at})
+}
+
+// delivered records the proof of delivery and then acks. Until the record
+// is written, a crash of this worker sends the message twice: that window is
+// logged and counted. While JetStream does not answer, the record is tried
+// again until it is written or the worker stops, the message kept in flight
+// (its lane waits): the record is what stops every other worker — the
+// standby pinned after a NATS restart, this one after a crash — from
+// sending it again; this process's memory protects only itself.
+func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string, at time.Time) {
+	w.m.sent.Inc()
+	w.stats.sent.Add(1)
+	w.stats.window.add(at, true)
+	if !j.n.CreatedAt.IsZero() {
+		w.m.deliverySeconds.Observe(at.Sub(j.n.CreatedAt).Seconds())
+	}
+	rec := DeliveryRecord{Key: j.n.Key, Channel: w.name, Recipient: target, ProviderID: o.ProviderID, DeliveredAt: at, StreamSeq: j.seq}
+	record := func() error { return w.store.record(ctx, rec) }
+	if err := retryTimes(ctx, 3, 100*time.Millisecond, record); err != nil {
+		w.m.recordErrors.Inc()
+		w.log.Error("sent, but the delivery record cannot be written yet; retrying until JetStream answers", "key", j.n.Key, "err", err)
+		// The interval stays short: the record must land as soon as
+		// JetStream answers, before a worker pinned after a NATS restart is
+		// handed the message.
+		if err := retryUntil(ctx, 100*time.Millisecond, 100*time.Millisecond, record, nil); err != nil {
+			w.log.Error("sent, but the delivery record was not written before the worker stopped", "key", j.n.Key, "err", err)
+			return
+		}
+		w.log.Info("delivery record written after JetStream came back", "key", j.n.Key)
+	}
+	if meta, err := j.msg.Metadata(); err == nil && meta.NumDelivered > 1 {
+		if err := w.store.clearAttempts(ctx, j.n.Key); err != nil {
+			w.log.Warn("cannot clear the attempt count", "key", j.n.Key, "err", err)
+		}
+	}
+	w.ack(ctx, j)
+	w.log.Debug("delivered", "key", j.n.Key, "recipient", target, "provider_id", rec.ProviderID, "seq", j.seq)
+}
+
+// ack acknowledges the job and waits for the server to confirm.
+func (w *Worker) ack(ctx context.Context, j *job) {
+	err := retryTimes(ctx, 3, 100*time.Millisecond, func() error {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return j.msg.DoubleAck(actx)
+	})
+	if err != nil {
+		w.m.recordErrors.Inc()
+		w.log.Warn("ack not confirmed; a redelivery will be recognised and acked", "key", j.n.Key, "seq", j.seq, "err", err)
+	}
+	for _, d := range j.dups {
+		_ = d.msg.Ack()
+	}
+}

@@ -1,0 +1,200 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
+)
+
+// Dead-letter reasons of the engine itself; a channel adds its own
+// (blocked, content, hard_bounce, ...).
+const (
+	// ReasonPoison: the payload cannot be decoded or validated, or does not
+	// match its subject.
+	ReasonPoison = "poison"
+	// ReasonMaxAttempts: MaxAttempts transient failures.
+	ReasonMaxAttempts = "max_attempts"
+	// ReasonExpired: the notification's expires_at passed before it could
+	// be sent.
+	ReasonExpired = "expired"
+)
+
+// errPoison wraps every reason a message is unusable.
+var errPoison = errors.New("poison message")
+
+// pullExpiry is how long one pull request waits on the server. The server
+// unpins a client that sends no new pull request for the consumer's
+// PinnedTTL, even one that is alive and whose request is still waiting; the
+// standby is then pinned while this worker still holds messages. So pulls
+// expire, and are renewed, every half pinned TTL (at least 1s, nats.go's
+// minimum: a pinned TTL below 2s cannot be kept), instead of nats.go's 30s.
+func (w *Worker) pullExpiry() time.Duration {
+	info := w.res.Consumer.CachedInfo()
+	if info == nil || info.Config.PinnedTTL <= 0 {
+		return 30 * time.Second
+	}
+	return min(max(info.Config.PinnedTTL/2, time.Second), 30*time.Second)
+}
+
+// priorityGroup is the pinned priority group of the channel's consumer.
+func (w *Worker) priorityGroup() string {
+	if info := w.res.Consumer.CachedInfo(); info != nil && len(info.Config.PriorityGroups) > 0 {
+		return info.Config.PriorityGroups[0]
+	}
+	return w.name
+}
+
+// consume pulls from the durable consumer in the pinned priority group and
+// feeds the dispatcher, re-establishing the subscription if it ends
+// (consumer deleted and re-created by an operator, say).
+func (w *Worker) consume(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		errs := make(chan error, 1)
+		cc, err := w.res.Consumer.Consume(func(m natsjs.Msg) { w.receive(ctx, m) },
+			natsjs.PullPriorityGroup(w.priorityGroup()),
+			natsjs.PullMaxMessages(w.cfg.PullBatch),
+			natsjs.PullExpiry(w.pullExpiry()),
+			natsjs.ConsumeErrHandler(func(_ natsjs.ConsumeContext, err error) {
+				if errors.Is(err, natsjs.ErrPinIDMismatch) {
+					// Another worker is pinned now. Reported on the goroutine
+					// that delivers messages, so what arrives from here on
+					// carries the new epoch: this worker hands back what it
+					// was delivered before (onPinLost), and when it is pinned
+					// again it checks for messages the other one holds
+					// (takeover.go) however soon that is.
+					w.pinEpoch.Add(1)
+					select {
+					case w.pinLost <- struct{}{}:
+					default:
+					}
+				}
+				if errors.Is(err, natsjs.ErrConsumerDeleted) || errors.Is(err, natsjs.ErrConsumerNotFound) {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+				w.log.Warn("consume error", "err", err)
+			}))
+		if err != nil {
+			w.log.Error("cannot consume; retrying", "err", err, "retry_in", delay)
+			w.consuming.Store(false)
+			if !sleepCtx(ctx, delay) {
+				return
+			}
+			delay = min(delay*2, 10*time.Second)
+			continue
+		}
+		w.consuming.Store(true)
+		delay = 100 * time.Millisecond
+		select {
+		case <-ctx.Done():
+			cc.Stop()
+			<-cc.Closed()
+			// Make sure the server has dropped this subscription's pull
+			// requests before shutdown hands messages back: otherwise it
+			// could redeliver them to the dead subscription, and they would
+			// come back out of order after the ack wait.
+			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = w.js.Conn().FlushWithContext(fctx)
+			cancel()
+			w.consuming.Store(false)
+			return
+		case err := <-errs:
+			w.log.Error("consumer is gone; re-subscribing", "err", err)
+			cc.Stop()
+		case <-cc.Closed():
+			w.log.Warn("consume subscription ended; re-subscribing")
+		}
+		w.consuming.Store(false)
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+	}
+}
+
+// sleepCtx waits d or until ctx ends, and reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// receive turns a stream message into a job for the dispatcher. It runs on
+// the consumer's callback goroutine. A message that cannot be used (not a
+// notification payload, wrong subject, mismatching key) is dead-lettered as
+// poison at once, and the worker goes on.
+func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
+	now := w.now()
+	j := &job{msg: m, subject: m.Subject(), received: now, progress: now, pinEpoch: w.pinEpoch.Load()}
+	if err := w.decode(j); err != nil {
+		w.log.Warn("poison message", "subject", j.subject, "seq", j.seq, "err", err)
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := w.store.deadLetter(dctx, j, letter{reason: ReasonPoison, description: err.Error()}); err != nil {
+			w.log.Error("cannot dead-letter a poison message; it will come back", "seq", j.seq, "err", err)
+			_ = m.NakWithDelay(5 * time.Second)
+			return
+		}
+		w.countDead(ReasonPoison)
+		return
+	}
+	w.received.Add(1)
+	select {
+	case w.incoming <- j:
+	case <-ctx.Done():
+		// Stopping: shutdown collects what is queued and hands it back in
+		// stream order; only if the queue is full is it handed back here.
+		select {
+		case w.incoming <- j:
+		default:
+			_ = m.Nak()
+		}
+	}
+}
+
+// decode fills the job from the message and reports why it is poison.
+func (w *Worker) decode(j *job) error {
+	meta, err := j.msg.Metadata()
+	if err != nil {
+		return fmt.Errorf("%w: no JetStream metadata: %v", errPoison, err)
+	}
+	j.seq = meta.Sequence.Stream
+	channel, recipient, err := jetstream.ParseSubject(j.subject)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errPoison, err)
+	}
+	if channel != w.name {
+		return fmt.Errorf("%w: subject %s is not a %s notification subject", errPoison, j.subject, w.name)
+	}
+	j.lane = recipient
+	n, err := notify.DecodePayload(j.msg.Data())
+	if err != nil {
+		return fmt.Errorf("%w: %v", errPoison, err)
+	}
+	want, err := w.channel.Recipient(n)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errPoison, err)
+	}
+	if want != recipient {
+		return fmt.Errorf("%w: payload recipient %s does not match subject %s", errPoison, want, j.subject)
+	}
+	if k := j.msg.Headers().Get(jetstream.HeaderKey); k != "" && k != n.Key {
+		return fmt.Errorf("%w: %s header %q does not match payload key %q", errPoison, jetstream.HeaderKey, k, n.Key)
+	}
+	j.n = n
+	j.transactional = n.Priority != notify.PriorityBulk
+	return nil
+}

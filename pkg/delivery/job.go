@@ -1,0 +1,48 @@
+package delivery
+
+import (
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+
+	"github.com/tgnotify/tgnotify/pkg/notify"
+)
+
+// job is one delivery of one stream message to this worker.
+type job struct {
+	msg     natsjs.Msg // nil in the scheduler's tests
+	seq     uint64     // stream sequence
+	subject string
+	// lane is the recipient token of the subject: the key of its lane.
+	lane          string
+	n             notify.Notification
+	transactional bool
+	received      time.Time
+	progress      time.Time // last ack-timer reset (delivery or InProgress)
+	// pinEpoch is how often the worker had lost the pin when it received
+	// the message.
+	pinEpoch uint64
+	// dups are later deliveries of the same stream message that arrived
+	// while this one was held; they are acked together with it.
+	dups []*job
+	// Send tokens taken for the current attempt, returned when no request
+	// was made after all.
+	botRes, laneRes *rate.Reservation
+}
+
+// result is a finished attempt, reported to the dispatcher.
+type result struct {
+	job   *job
+	disp  disposition
+	delay time.Duration
+	at    time.Time
+	// called is true when a request reached (or may have reached) the
+	// provider: the send tokens are spent.
+	called bool
+	// halt, when set, says why the provider's answer stops all sending
+	// (credentials rejected).
+	halt string
+	// pause is a 429 pause to write to the shared state.
+	pause *pause
+}

@@ -1,0 +1,492 @@
+package delivery
+
+import (
+	"container/heap"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// parkGap separates the NAK deadlines of messages parked together, so that
+// JetStream redelivers them in stream order.
+const parkGap = time.Millisecond
+
+// holdMargin is how far past the last parked deadline a written hold
+// reaches: a hot recipient that keeps parking costs a hold write now and
+// then, not one per message.
+const holdMargin = 30 * time.Second
+
+// idleLaneAfter is how long an empty lane is kept before it is dropped (its
+// limiter with it: it remembers the recipient's last send).
+const idleLaneAfter = time.Minute
+
+// scheduler decides which held message is sent next, and what goes back to
+// the stream when a message must wait there. It is a plain data structure:
+// no NATS, no HTTP, no goroutines, no clock. Time comes in as an argument
+// and what must happen to the stream (NAKs, hold records) comes out as
+// [effects], which the worker carries out. One goroutine (the worker's
+// dispatcher) owns it.
+//
+// It keeps a lane per recipient: that recipient's messages sorted by stream
+// sequence, at most one in flight, so a recipient's messages never overtake
+// each other, while lanes are independent, so a recipient that must wait
+// (its own limit, a retry backoff) never holds back the others. Lanes wait
+// in a heap ordered by the time their recipient's limit next allows a send;
+// once allowed they move to a heap ordered by the stream sequence of their
+// head, and the oldest message among the recipients allowed to send goes
+// first. There is a pair of heaps per priority class: transactional before
+// bulk.
+type scheduler struct {
+	cfg   schedConfig
+	view  schedView
+	lanes map[string]*lane
+	// classes holds the schedulable lanes by the priority of their head:
+	// transactional first, then bulk.
+	classes [2]*class
+	bot     *rate.Limiter
+	// botNext is a channel-wide token reserved for a future instant, kept
+	// rather than cancelled so that timer lateness is not lost from the
+	// rate.
+	botNext  *rate.Reservation
+	inflight int
+}
+
+// schedConfig are the scheduler's limits.
+type schedConfig struct {
+	// rate is the channel-wide send rate.
+	rate rate.Limit
+	// laneRate is a recipient's send rate.
+	laneRate func(recipient string) rate.Limit
+	// laneCap bounds the messages of one lane held in memory; more go back
+	// to the stream behind them.
+	laneCap int
+	// parkGrace is how long past its deadline a parked message may take to
+	// come back before the lane stops waiting for it.
+	parkGrace time.Duration
+}
+
+// schedView is what the scheduler reads of the shared recipient state.
+type schedView interface {
+	// hold returns the hold another worker (or an earlier life of this
+	// one) left for a recipient: its later messages wait until the parked
+	// ones are back.
+	hold(recipient string) (hold, bool)
+	// dead reports whether messages to the recipient are dead-lettered
+	// without a request, and so need no send token.
+	dead(recipient string) bool
+}
+
+// class is the pair of heaps of one priority.
+type class struct {
+	waiting  laneHeap // by readyAt
+	eligible laneHeap // by head sequence
+}
+
+// effects is what the worker must do to the stream after a scheduler call,
+// in order.
+type effects struct {
+	// naks hand messages back to the stream: each is redelivered after its
+	// delay (at once when the delay is zero).
+	naks []nak
+	// holds are shared hold records to write or clear.
+	holds []holdChange
+}
+
+type nak struct {
+	j     *job
+	delay time.Duration
+}
+
+type holdChange struct {
+	recipient string
+	h         hold
+	clear     bool
+}
+
+func (e *effects) add(o effects) {
+	e.naks = append(e.naks, o.naks...)
+	e.holds = append(e.holds, o.holds...)
+}
+
+func newScheduler(cfg schedConfig, view schedView) *scheduler {
+	return &scheduler{
+		cfg:     cfg,
+		view:    view,
+		lanes:   map[string]*lane{},
+		classes: [2]*class{{eligible: laneHeap{bySeq: true}}, {eligible: laneHeap{bySeq: true}}},
+		bot:     rate.NewLimiter(cfg.rate, 1),
+	}
+}
+
+// laneFor returns the recipient's lane, creating it. A new lane honours a
+// hold left by another worker (or an earlier life of this one): later
+// messages of the recipient wait until the parked ones come back.
+func (s *scheduler) laneFor(recipient string, now time.Time) *lane {
+	if l, ok := s.lanes[recipient]; ok {
+		return l
+	}
+	l := &lane{key: recipient, limiter: rate.NewLimiter(s.cfg.laneRate(recipient), 1), heapIdx: -1, touched: now}
+	if h, ok := s.view.hold(recipient); ok && now.Before(h.Until.Add(s.cfg.parkGrace)) {
+		l.addParked(h.First, h.Until)
+		l.holdUntil = h.Until
+	}
+	s.lanes[recipient] = l
+	return l
+}
+
+// arrive places a delivered message in its recipient's lane: in sequence
+// order, behind the lane's parked messages (back to the stream, behind
+// them), or back to the stream when the lane is full. A redelivery of a
+// message the lane already holds is attached to it (dup).
+func (s *scheduler) arrive(j *job, now time.Time) (eff effects, dup bool) {
+	l := s.laneFor(j.lane, now)
+	l.touched = j.received
+	l.unpark(j.seq)
+	switch {
+	case l.mustPark(j.seq):
+		// A message of this recipient before it is parked: wait behind it.
+		eff = s.park(l, []*job{j}, l.lastDeadline().Sub(now)+parkGap, now)
+	case len(l.queue) >= s.cfg.laneCap:
+		// A hot recipient: hand the overflow back, to return when the lane
+		// has worked through what it holds, instead of filling the
+		// consumer's MaxAckPending.
+		eff = s.park(l, []*job{j}, time.Duration(len(l.queue))*l.interval(), now)
+	default:
+		dup = l.insert(j)
+	}
+	if len(l.parked) == 0 && !l.holdUntil.IsZero() {
+		eff.holds = append(eff.holds, s.releaseHold(l))
+	}
+	s.reschedule(l, now)
+	return eff, dup
+}
+
+// park sends jobs (in stream order) back to the stream, the first after
+// delay, and records them in the lane, so that anything later of the
+// recipient waits behind them. When the lane's last deadline outgrows the
+// written hold, the hold is written again, holdMargin further.
+func (s *scheduler) park(l *lane, jobs []*job, delay time.Duration, now time.Time) effects {
+	var eff effects
+	delay = max(delay, parkGap)
+	for i, j := range jobs {
+		d := delay + time.Duration(i)*parkGap
+		eff.naks = append(eff.naks, nak{j: j, delay: d})
+		l.addParked(j.seq, now.Add(d))
+	}
+	if h, ok := s.holdChange(l); ok {
+		eff.holds = append(eff.holds, h)
+	}
+	return eff
+}
+
+// holdChange returns the hold record to write when the lane's parked
+// messages reach past the written one, or start before it.
+func (s *scheduler) holdChange(l *lane) (holdChange, bool) {
+	if len(l.parked) == 0 {
+		return holdChange{}, false
+	}
+	recorded := ^uint64(0)
+	if h, ok := s.view.hold(l.key); ok {
+		recorded = h.First
+	}
+	last := l.lastDeadline()
+	if !last.After(l.holdUntil) && l.parked[0].seq >= recorded {
+		return holdChange{}, false
+	}
+	l.holdUntil = last.Add(holdMargin)
+	return holdChange{recipient: l.key, h: hold{First: l.parked[0].seq, Until: l.holdUntil}}, true
+}
+
+// releaseHold forgets the lane's written hold; the returned change clears
+// the record.
+func (s *scheduler) releaseHold(l *lane) holdChange {
+	l.holdUntil = time.Time{}
+	return holdChange{recipient: l.key, clear: true}
+}
+
+// nakFailed records that a parked message could not be handed back: it
+// returns when its ack wait expires, at the latest at deadline.
+func (s *scheduler) nakFailed(j *job, deadline time.Time) effects {
+	l, ok := s.lanes[j.lane]
+	if !ok {
+		return effects{}
+	}
+	l.addParked(j.seq, deadline)
+	var eff effects
+	if h, ok := s.holdChange(l); ok {
+		eff.holds = append(eff.holds, h)
+	}
+	return eff
+}
+
+// reschedule puts the lane in the heap of its head's priority, at the time
+// its recipient's limit allows the next send, or takes it out.
+func (s *scheduler) reschedule(l *lane, now time.Time) {
+	if l.heap != nil {
+		heap.Remove(l.heap, l.heapIdx)
+	}
+	if !l.schedulable() {
+		return
+	}
+	l.readyAt = now
+	if l.notBefore.After(now) {
+		l.readyAt = l.notBefore
+	}
+	if !s.view.dead(l.key) {
+		if tokens := l.limiter.TokensAt(now); tokens < 1 {
+			l.readyAt = later(l.readyAt, now.Add(time.Duration((1-tokens)/float64(l.limiter.Limit())*float64(time.Second))))
+		}
+	}
+	c := s.classes[1]
+	if l.queue[0].transactional {
+		c = s.classes[0]
+	}
+	if l.readyAt.After(now) {
+		heap.Push(&c.waiting, l)
+	} else {
+		heap.Push(&c.eligible, l)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// next returns the message to send now, taking its send tokens, or nil and
+// the time at which one may be due (zero: only after an arrival or a
+// finished attempt). Among the lanes whose recipient limit allows a send,
+// transactional goes before bulk, then the oldest head message. A message to
+// a dead recipient takes no token: it costs no request.
+func (s *scheduler) next(now time.Time) (*job, time.Time) {
+	var wake time.Time
+	soonest := func(t time.Time) {
+		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
+	}
+	var l *lane
+	for _, c := range s.classes {
+		soonest(c.promote(now))
+		if l == nil && c.eligible.Len() > 0 {
+			l = c.eligible.lanes[0]
+		}
+	}
+	if l == nil {
+		if s.botNext != nil {
+			// Nothing to send at the reserved instant: give the token back.
+			s.botNext.CancelAt(now)
+			s.botNext = nil
+		}
+		return nil, wake
+	}
+	dead := s.view.dead(l.key)
+	var botRes *rate.Reservation
+	if !dead {
+		if botRes, s.botNext = s.botNext, nil; botRes == nil {
+			botRes = s.bot.ReserveN(now, 1)
+		}
+		if d := botRes.DelayFrom(now); d > 0 {
+			// Keep the token for its instant: cancelling and reserving again
+			// after the timer fired (a little late) would lose the lateness
+			// from the rate, every time.
+			s.botNext = botRes
+			soonest(now.Add(d))
+			return nil, wake
+		}
+	}
+	heap.Remove(l.heap, l.heapIdx)
+	j := l.queue[0]
+	l.queue = l.queue[1:]
+	l.inflight = j
+	j.botRes = botRes
+	if !dead {
+		j.laneRes = l.limiter.ReserveN(l.tokenDue(now), 1)
+	}
+	s.inflight++
+	return j, time.Time{}
+}
+
+// promote moves the lanes whose limit allows a send at now from waiting to
+// eligible, and returns the time the next waiting lane becomes eligible
+// (zero if none waits).
+func (c *class) promote(now time.Time) time.Time {
+	for c.waiting.Len() > 0 {
+		top := c.waiting.lanes[0]
+		if top.readyAt.After(now) {
+			return top.readyAt
+		}
+		heap.Pop(&c.waiting)
+		heap.Push(&c.eligible, top)
+	}
+	return time.Time{}
+}
+
+// disposition is what becomes of a message after its attempt.
+type disposition int
+
+const (
+	// moveOn: the message is finished (acked or dead-lettered).
+	moveOn disposition = iota
+	// retryHere: no request was made; the message goes back to the head of
+	// its lane and is tried again, not before the given delay.
+	retryHere
+	// retryLater: the message goes back to the stream for the given delay,
+	// the rest of its lane behind it (a 429, a transient failure).
+	retryLater
+	// handBack: the message goes back to the stream at once, behind its
+	// lane's parked ones (another worker is pinned now).
+	handBack
+)
+
+// finish applies the end of an attempt at j. When no request was made
+// (called false) the send tokens are given back.
+func (s *scheduler) finish(j *job, now time.Time, called bool, d disposition, delay time.Duration) effects {
+	s.inflight--
+	l := s.laneFor(j.lane, now)
+	l.inflight = nil
+	l.touched = now
+	if !called {
+		if j.botRes != nil {
+			j.botRes.CancelAt(now)
+		}
+		if j.laneRes != nil {
+			j.laneRes.CancelAt(now)
+		}
+	}
+	j.botRes, j.laneRes = nil, nil
+	var eff effects
+	switch d {
+	case retryHere:
+		l.queue = append([]*job{j}, l.queue...)
+		if delay > 0 {
+			l.notBefore = now.Add(delay)
+		}
+	case retryLater:
+		jobs := append([]*job{j}, l.queue...)
+		l.queue = nil
+		eff = s.park(l, jobs, delay, now)
+	case handBack:
+		eff = s.handBack(l, []*job{j}, now)
+	}
+	s.reschedule(l, now)
+	return eff
+}
+
+// handBack returns jobs of lane l (in stream order, none of them still
+// queued) to the stream: behind the lane's parked messages if it has any,
+// else at once, so they come back in order.
+func (s *scheduler) handBack(l *lane, jobs []*job, now time.Time) effects {
+	if len(jobs) == 0 {
+		return effects{}
+	}
+	if len(l.parked) > 0 {
+		return s.park(l, jobs, l.lastDeadline().Sub(now)+parkGap, now)
+	}
+	var eff effects
+	for _, j := range jobs {
+		eff.naks = append(eff.naks, nak{j: j})
+	}
+	return eff
+}
+
+// handBackJob returns a message that must not be held (it was delivered
+// before this worker lost the pin) to the stream, in order with its lane.
+func (s *scheduler) handBackJob(j *job, now time.Time) effects {
+	return s.handBack(s.laneFor(j.lane, now), []*job{j}, now)
+}
+
+// handBackAll returns every queued message to the stream, lane by lane, and
+// reports how many. Messages in flight stay; their attempt's end decides.
+func (s *scheduler) handBackAll(now time.Time) (effects, int) {
+	var eff effects
+	n := 0
+	for _, l := range s.lanes {
+		if len(l.queue) == 0 {
+			continue
+		}
+		if l.heap != nil { // out of its heap before its queue empties: the heap orders by the head
+			heap.Remove(l.heap, l.heapIdx)
+		}
+		n += len(l.queue)
+		eff.add(s.handBack(l, l.queue, now))
+		l.queue = nil
+	}
+	return eff, n
+}
+
+// keepAlive returns the held and in-flight messages whose ack timer was last
+// reset at least every ago, and notes now as their reset: the worker resets
+// them with InProgress so JetStream does not redeliver what only waits its
+// turn.
+func (s *scheduler) keepAlive(now time.Time, every time.Duration) []*job {
+	var out []*job
+	for _, l := range s.lanes {
+		for _, j := range l.queue {
+			if now.Sub(j.progress) >= every {
+				j.progress = now
+				out = append(out, j)
+			}
+		}
+		if j := l.inflight; j != nil && now.Sub(j.progress) >= every {
+			j.progress = now
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// expired reports a lane whose parked messages did not come back in time.
+type expired struct {
+	recipient string
+	count     int
+}
+
+// housekeep forgets parked messages that never came back, releases holds no
+// longer needed, drops idle lanes and reschedules the rest (the dead state
+// of a recipient may have changed).
+func (s *scheduler) housekeep(now time.Time) (effects, []expired) {
+	var eff effects
+	var gone []expired
+	for key, l := range s.lanes {
+		if n := l.expireParked(now, s.cfg.parkGrace); n > 0 {
+			gone = append(gone, expired{recipient: key, count: n})
+		}
+		if len(l.parked) == 0 && !l.holdUntil.IsZero() {
+			eff.holds = append(eff.holds, s.releaseHold(l))
+		}
+		if l.idle() && now.Sub(l.touched) > idleLaneAfter && l.limiter.TokensAt(now) >= 1 {
+			if l.heap != nil {
+				heap.Remove(l.heap, l.heapIdx)
+			}
+			delete(s.lanes, key)
+			continue
+		}
+		s.reschedule(l, now)
+	}
+	return eff, gone
+}
+
+// rescheduleAll re-reads the shared state for every lane (a recipient found
+// dead needs no token any more).
+func (s *scheduler) rescheduleAll(now time.Time) {
+	for _, l := range s.lanes {
+		s.reschedule(l, now)
+	}
+}
+
+// counts are the scheduler's figures.
+type counts struct {
+	held, parked, inflight, lanes int
+}
+
+func (s *scheduler) counts() counts {
+	c := counts{inflight: s.inflight, lanes: len(s.lanes)}
+	for _, l := range s.lanes {
+		c.held += len(l.queue)
+		c.parked += len(l.parked)
+	}
+	return c
+}

@@ -1,0 +1,507 @@
+package delivery
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// These tests drive the scheduler alone, on a synthetic clock: no NATS, no
+// HTTP, no goroutines. They run in microseconds whatever the machine is
+// doing.
+
+var t0 = time.Unix(1_000_000, 0)
+
+// fakeView is the shared state the scheduler reads.
+type fakeView struct {
+	holds    map[string]hold
+	deadSet  map[string]bool
+	recorded []holdChange
+}
+
+func (v *fakeView) hold(r string) (hold, bool) { h, ok := v.holds[r]; return h, ok }
+func (v *fakeView) dead(r string) bool          { return v.deadSet[r] }
+
+// apply records hold changes the way the persister's local apply does.
+func (v *fakeView) apply(eff effects) {
+	for _, h := range eff.holds {
+		v.recorded = append(v.recorded, h)
+		if h.clear {
+			delete(v.holds, h.recipient)
+		} else {
+			v.holds[h.recipient] = h.h
+		}
+	}
+}
+
+// telegramRates: 1 msg/s to a private chat, 20 msg/min to a group (a
+// recipient starting with '-').
+func telegramRates(r string) rate.Limit {
+	if strings.HasPrefix(r, "-") {
+		return rate.Limit(20.0 / 60)
+	}
+	return 1
+}
+
+func newTestScheduler(botRate float64) (*scheduler, *fakeView) {
+	v := &fakeView{holds: map[string]hold{}, deadSet: map[string]bool{}}
+	s := newScheduler(schedConfig{rate: rate.Limit(botRate), laneRate: telegramRates, laneCap: 100, parkGrace: 40 * time.Second}, v)
+	return s, v
+}
+
+
+func mkJob(seq uint64, lane string) *job {
+	return &job{seq: seq, lane: lane, transactional: true, received: t0, progress: t0}
+}
+
+func bulkJob(seq uint64, lane string) *job {
+	j := mkJob(seq, lane)
+	j.transactional = false
+	return j
+}
+
+// launch records one send.
+type launch struct {
+	at  time.Time
+	seq uint64
+	r   string
+}
+
+// run launches everything the scheduler allows from now until until, each
+// attempt answered after rtt, and returns the launches in order.
+func run(s *scheduler, now, until time.Time, rtt time.Duration) []launch {
+	type flying struct {
+		j   *job
+		end time.Time
+	}
+	var out []launch
+	var inflight []flying
+	for !now.After(until) {
+		for {
+			j, _ := s.next(now)
+			if j == nil {
+				break
+			}
+			out = append(out, launch{at: now, seq: j.seq, r: j.lane})
+			inflight = append(inflight, flying{j, now.Add(rtt)})
+		}
+		// Next event: an answer, or a wake-up.
+		_, wake := s.next(now)
+		nextAt := wake
+		for _, f := range inflight {
+			if nextAt.IsZero() || f.end.Before(nextAt) {
+				nextAt = f.end
+			}
+		}
+		if nextAt.IsZero() {
+			break
+		}
+		now = later(nextAt, now)
+		kept := inflight[:0]
+		for _, f := range inflight {
+			if !f.end.After(now) {
+				s.finish(f.j, now, true, moveOn, 0)
+			} else {
+				kept = append(kept, f)
+			}
+		}
+		inflight = kept
+	}
+	return out
+}
+
+func seqs(ls []launch) []uint64 {
+	out := make([]uint64, len(ls))
+	for i, l := range ls {
+		out[i] = l.seq
+	}
+	return out
+}
+
+func TestSchedulerKeepsEachRecipientsOrder(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	for _, seq := range []uint64{3, 1, 5, 2, 4} { // redeliveries arrive out of order
+		s.arrive(mkJob(seq, "100"), t0)
+	}
+	j, _ := s.next(t0)
+	if j == nil || j.seq != 1 {
+		t.Fatalf("first send %v, want seq 1", j)
+	}
+	if j2, _ := s.next(t0); j2 != nil {
+		t.Fatalf("a second message of the recipient (seq %d) launched while seq 1 is in flight", j2.seq)
+	}
+	s.finish(j, t0.Add(50*time.Millisecond), true, moveOn, 0)
+	got := run(s, t0.Add(50*time.Millisecond), t0.Add(time.Minute), 50*time.Millisecond)
+	if want := []uint64{2, 3, 4, 5}; !slices.Equal(seqs(got), want) {
+		t.Fatalf("sent %v after seq 1, want %v", seqs(got), want)
+	}
+	prev := t0
+	for _, l := range got {
+		if gap := l.at.Sub(prev); gap < 950*time.Millisecond {
+			t.Fatalf("seq %d sent %v after the previous one, want at least 950ms (1 msg/s)", l.seq, gap)
+		}
+		prev = l.at
+	}
+}
+
+func TestSchedulerDuplicateDeliveryIsAttached(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	a, b := mkJob(7, "100"), mkJob(7, "100")
+	s.arrive(a, t0)
+	if _, dup := s.arrive(b, t0); !dup {
+		t.Fatal("a redelivery of a held message was not reported as a duplicate")
+	}
+	j, _ := s.next(t0)
+	if j != a || len(j.dups) != 1 || j.dups[0] != b {
+		t.Fatalf("got %v with dups %v, want the first delivery with the second attached", j, j.dups)
+	}
+}
+
+// A hot recipient with a backlog does not delay the others: they go at the
+// channel's rate while the hot one keeps its own 1 msg/s.
+func TestSchedulerHotRecipientDoesNotDelayOthers(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	seq := uint64(0)
+	for range 20 {
+		seq++
+		s.arrive(mkJob(seq, "777"), t0)
+	}
+	for c := 1; c <= 10; c++ {
+		seq++
+		s.arrive(mkJob(seq, fmt.Sprint(c)), t0)
+	}
+	got := run(s, t0, t0.Add(30*time.Second), 40*time.Millisecond)
+	var lastCold time.Time
+	hot := 0
+	for _, l := range got {
+		if l.r != "777" {
+			lastCold = l.at
+		}
+	}
+	for _, l := range got {
+		if l.r == "777" && !l.at.After(lastCold) {
+			hot++
+		}
+	}
+	if d := lastCold.Sub(t0); d > 500*time.Millisecond {
+		t.Fatalf("the ten other recipients were all served only after %v, want within 500ms (30 msg/s)", d)
+	}
+	if hot > 1 {
+		t.Fatalf("the hot recipient sent %d messages while the others waited, want at most 1 (1 msg/s)", hot)
+	}
+	if n := len(got); n != 30 {
+		t.Fatalf("%d sends, want 30", n)
+	}
+}
+
+// A busy recipient keeps its 1 msg/s during a backlog of many others: among
+// the recipients allowed to send, the oldest head message goes first, so
+// the busy one is not pushed behind every newly ready recipient.
+func TestSchedulerBusyRecipientKeepsItsRateDuringABacklog(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	seq := uint64(0)
+	for range 10 {
+		seq++
+		s.arrive(mkJob(seq, "777"), t0)
+	}
+	for c := 1; c <= 150; c++ {
+		seq++
+		s.arrive(mkJob(seq, fmt.Sprint(c)), t0)
+	}
+	got := run(s, t0, t0.Add(time.Minute), 40*time.Millisecond)
+	var lastCold time.Time
+	for _, l := range got {
+		if l.r != "777" {
+			lastCold = l.at
+		}
+	}
+	during := 0
+	for _, l := range got {
+		if l.r == "777" && !l.at.After(lastCold) {
+			during++
+		}
+	}
+	backlog := lastCold.Sub(t0)
+	if want := int(backlog.Seconds()); during < want {
+		t.Fatalf("the busy recipient sent %d messages during the %v backlog, want at least %d (1 msg/s)", during, backlog, want)
+	}
+}
+
+// The channel-wide rate holds across recipients: 100 recipients, one message
+// each, at 30/s.
+func TestSchedulerChannelRate(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	for c := 1; c <= 100; c++ {
+		s.arrive(mkJob(uint64(c), fmt.Sprint(c)), t0)
+	}
+	got := run(s, t0, t0.Add(time.Minute), 10*time.Millisecond)
+	if len(got) != 100 {
+		t.Fatalf("%d sends, want 100", len(got))
+	}
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].at.Sub(got[i-1].at); gap < time.Second/30-time.Microsecond {
+			t.Fatalf("sends %d and %d are %v apart, want at least %v (30/s)", i-1, i, gap, time.Second/30)
+		}
+	}
+	if d, want := got[99].at.Sub(t0), 99*time.Second/30; d > want+time.Millisecond {
+		t.Fatalf("100 sends took %v, want %v (the rate, not less)", d, want)
+	}
+}
+
+// A group gets 20 msg/min; a private chat 1 msg/s.
+func TestSchedulerRecipientRates(t *testing.T) {
+	for _, tc := range []struct {
+		r   string
+		gap time.Duration
+	}{{"100", time.Second}, {"-100", 3 * time.Second}} {
+		s, _ := newTestScheduler(30)
+		for i := uint64(1); i <= 5; i++ {
+			s.arrive(mkJob(i, tc.r), t0)
+		}
+		got := run(s, t0, t0.Add(time.Minute), 20*time.Millisecond)
+		if len(got) != 5 {
+			t.Fatalf("recipient %s: %d sends, want 5", tc.r, len(got))
+		}
+		for i := 1; i < len(got); i++ {
+			if gap := got[i].at.Sub(got[i-1].at); gap < tc.gap*95/100 {
+				t.Fatalf("recipient %s: sends %v apart, want at least 95%% of %v", tc.r, gap, tc.gap)
+			}
+		}
+	}
+}
+
+// A message that must wait in the stream (a retry) takes its recipient's
+// later messages with it, in order, and records a hold for other workers;
+// a message arriving meanwhile waits behind them; when they come back they
+// go in order and the hold is released.
+func TestSchedulerParksTheLaneBehindARetry(t *testing.T) {
+	s, v := newTestScheduler(30)
+	for seq := uint64(1); seq <= 3; seq++ {
+		v.apply(first(s.arrive(mkJob(seq, "100"), t0)))
+	}
+	j, _ := s.next(t0)
+	eff := s.finish(j, t0, true, retryLater, 5*time.Second)
+	v.apply(eff)
+	want := []nak{{delay: 5 * time.Second}, {delay: 5*time.Second + parkGap}, {delay: 5*time.Second + 2*parkGap}}
+	if len(eff.naks) != 3 {
+		t.Fatalf("%d NAKs, want 3", len(eff.naks))
+	}
+	for i, n := range eff.naks {
+		if n.j.seq != uint64(i+1) || n.delay != want[i].delay {
+			t.Fatalf("NAK %d: seq %d after %v, want seq %d after %v", i, n.j.seq, n.delay, i+1, want[i].delay)
+		}
+	}
+	h, ok := v.holds["100"]
+	if !ok || h.First != 1 || !h.Until.After(t0.Add(5*time.Second)) {
+		t.Fatalf("hold %+v (written %v), want first 1 until after the last deadline", h, ok)
+	}
+	if j, _ := s.next(t0.Add(time.Second)); j != nil {
+		t.Fatalf("seq %d launched while its lane is parked", j.seq)
+	}
+	// A later message arrives before the parked ones are back: it is parked
+	// behind them.
+	eff, _ = s.arrive(mkJob(4, "100"), t0.Add(time.Second))
+	if len(eff.naks) != 1 || eff.naks[0].j.seq != 4 || eff.naks[0].delay <= 4*time.Second {
+		t.Fatalf("seq 4 effects %+v, want parked behind the others", eff.naks)
+	}
+	v.apply(eff)
+	// They come back, in order.
+	back := t0.Add(5 * time.Second)
+	for seq := uint64(1); seq <= 4; seq++ {
+		v.apply(first(s.arrive(mkJob(seq, "100"), back)))
+	}
+	if _, held := v.holds["100"]; held {
+		t.Fatal("the hold was not released when every parked message was back")
+	}
+	got := run(s, back, back.Add(time.Minute), 10*time.Millisecond)
+	if !slices.Equal(seqs(got), []uint64{1, 2, 3, 4}) {
+		t.Fatalf("sent %v, want [1 2 3 4]", seqs(got))
+	}
+}
+
+func first(e effects, _ bool) effects { return e }
+
+// A hold left by another worker makes a new lane wait: later messages are
+// parked behind the held sequence until the hold's deadline.
+func TestSchedulerHonoursAnotherWorkersHold(t *testing.T) {
+	s, v := newTestScheduler(30)
+	v.holds["100"] = hold{First: 10, Until: t0.Add(5 * time.Second)}
+	eff, _ := s.arrive(mkJob(12, "100"), t0)
+	if len(eff.naks) != 1 || eff.naks[0].delay < 5*time.Second {
+		t.Fatalf("seq 12 effects %+v, want parked until the hold's deadline", eff.naks)
+	}
+	eff, _ = s.arrive(mkJob(10, "100"), t0.Add(time.Second))
+	if len(eff.naks) != 0 {
+		t.Fatalf("the held message itself was parked: %+v", eff.naks)
+	}
+	if j, _ := s.next(t0.Add(time.Second)); j == nil || j.seq != 10 {
+		t.Fatalf("got %v, want seq 10", j)
+	}
+}
+
+// Among recipients that may send, transactional messages go before bulk
+// ones, even when the bulk one is older.
+func TestSchedulerTransactionalBeforeBulk(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	for i := uint64(1); i <= 5; i++ {
+		s.arrive(bulkJob(i, fmt.Sprint(100+i)), t0)
+	}
+	for i := uint64(6); i <= 8; i++ {
+		s.arrive(mkJob(i, fmt.Sprint(100+i)), t0)
+	}
+	got := run(s, t0, t0.Add(time.Minute), 10*time.Millisecond)
+	if want := []uint64{6, 7, 8, 1, 2, 3, 4, 5}; !slices.Equal(seqs(got), want) {
+		t.Fatalf("sent %v, want the transactional ones first: %v", seqs(got), want)
+	}
+}
+
+// A message to a dead recipient costs no request, so it takes no send
+// token: it does not slow anyone down.
+func TestSchedulerDeadRecipientTakesNoToken(t *testing.T) {
+	s, v := newTestScheduler(1)
+	v.deadSet["200"] = true
+	for i := uint64(1); i <= 5; i++ {
+		s.arrive(mkJob(i, "200"), t0)
+	}
+	s.arrive(mkJob(6, "300"), t0)
+	got := run(s, t0, t0.Add(time.Minute), 0)
+	if len(got) != 6 {
+		t.Fatalf("%d launches, want 6", len(got))
+	}
+	for _, l := range got {
+		if !l.at.Equal(t0) {
+			t.Fatalf("seq %d to %s launched at +%v, want at once (dead recipients take no token)", l.seq, l.r, l.at.Sub(t0))
+		}
+	}
+}
+
+// An attempt that made no request gives its tokens back: the message is
+// tried again at once when admission allows.
+func TestSchedulerGivesTokensBackWhenNothingWasSent(t *testing.T) {
+	s, _ := newTestScheduler(1)
+	s.arrive(mkJob(1, "100"), t0)
+	j, _ := s.next(t0)
+	s.finish(j, t0, false, retryHere, 0)
+	if j2, wake := s.next(t0); j2 != j {
+		t.Fatalf("after an attempt that sent nothing: got %v (wake %v), want the same message at once", j2, wake)
+	}
+}
+
+// A hot recipient's overflow goes back to the stream, to return when the
+// lane has worked through what it holds.
+func TestSchedulerLaneCapHandsOverflowBack(t *testing.T) {
+	v := &fakeView{holds: map[string]hold{}, deadSet: map[string]bool{}}
+	s := newScheduler(schedConfig{rate: 30, laneRate: telegramRates, laneCap: 3, parkGrace: 40 * time.Second}, v)
+	var naks []nak
+	for i := uint64(1); i <= 5; i++ {
+		eff, _ := s.arrive(mkJob(i, "100"), t0)
+		naks = append(naks, eff.naks...)
+	}
+	if len(naks) != 2 || naks[0].j.seq != 4 || naks[1].j.seq != 5 {
+		t.Fatalf("NAKs %+v, want seq 4 and 5 handed back", naks)
+	}
+	if naks[0].delay < 3*time.Second-time.Millisecond {
+		t.Fatalf("overflow returns after %v, want about the lane's backlog (3 × 1s)", naks[0].delay)
+	}
+}
+
+// Handing everything back (shutdown, a lost pin) NAKs each lane's messages
+// in order, behind its parked ones.
+func TestSchedulerHandBackAll(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	for i := uint64(1); i <= 3; i++ {
+		s.arrive(mkJob(i, "100"), t0)
+		s.arrive(mkJob(i+10, "200"), t0)
+	}
+	eff, n := s.handBackAll(t0)
+	if n != 6 || len(eff.naks) != 6 {
+		t.Fatalf("handed back %d (%d NAKs), want 6", n, len(eff.naks))
+	}
+	byLane := map[string][]uint64{}
+	for _, k := range eff.naks {
+		byLane[k.j.lane] = append(byLane[k.j.lane], k.j.seq)
+	}
+	if !slices.Equal(byLane["100"], []uint64{1, 2, 3}) || !slices.Equal(byLane["200"], []uint64{11, 12, 13}) {
+		t.Fatalf("handed back %v, want each lane in order", byLane)
+	}
+	if j, _ := s.next(t0); j != nil {
+		t.Fatalf("seq %d still scheduled after handing everything back", j.seq)
+	}
+}
+
+// Parked messages that never come back (another worker took them) are
+// forgotten after the grace, and the lane moves on.
+func TestSchedulerForgetsParkedMessagesThatNeverComeBack(t *testing.T) {
+	s, v := newTestScheduler(30)
+	s.arrive(mkJob(1, "100"), t0)
+	j, _ := s.next(t0)
+	v.apply(s.finish(j, t0, true, retryLater, time.Second))
+	v.apply(first(s.arrive(mkJob(2, "100"), t0)))
+	eff, gone := s.housekeep(t0.Add(time.Second + 41*time.Second))
+	v.apply(eff)
+	if len(gone) != 1 || gone[0].count != 2 {
+		t.Fatalf("expired %+v, want the lane's two parked messages", gone)
+	}
+	if _, held := v.holds["100"]; held {
+		t.Fatal("the hold was kept after its messages were forgotten")
+	}
+	s.arrive(mkJob(3, "100"), t0.Add(time.Minute))
+	if j, _ := s.next(t0.Add(time.Minute)); j == nil || j.seq != 3 {
+		t.Fatalf("got %v, want seq 3 sent once the lane stopped waiting", j)
+	}
+}
+
+// A busy recipient whose every send is launched a little after its token
+// became due (waiting for the channel-wide slot, a timer firing late) keeps
+// its rate: the lateness is not added to every interval. Two sends are
+// never closer than 95% of the interval.
+func TestLateLaunchesDoNotSlowABusyChat(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		perSec    float64
+		late      time.Duration // launch after the token became due
+		roundTrip time.Duration
+	}{
+		{"private chat, 30 ms late", 1, 30 * time.Millisecond, 40 * time.Millisecond},
+		{"private chat, later than the slack", 1, 120 * time.Millisecond, 40 * time.Millisecond},
+		{"group, 100 ms late", 20.0 / 60, 100 * time.Millisecond, 40 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			interval := time.Duration(float64(time.Second) / tc.perSec)
+			slack := interval / chatSlackFraction
+			l := &lane{limiter: rate.NewLimiter(rate.Limit(tc.perSec), 1)}
+			launch := t0
+			l.readyAt = t0
+			var launches []time.Time
+			const sends = 50
+			for range sends {
+				launches = append(launches, launch)
+				l.limiter.ReserveN(l.tokenDue(launch), 1)
+				// The answer comes back; the scheduler reschedules the lane
+				// as reschedule does, and it is launched late.
+				now := launch.Add(tc.roundTrip)
+				l.readyAt = now
+				if tokens := l.limiter.TokensAt(now); tokens < 1 {
+					l.readyAt = now.Add(time.Duration((1 - tokens) / tc.perSec * float64(time.Second)))
+				}
+				launch = l.readyAt.Add(tc.late)
+			}
+			for i := 1; i < len(launches); i++ {
+				if gap := launches[i].Sub(launches[i-1]); gap < interval-slack {
+					t.Fatalf("sends %d and %d are %v apart, want at least %v (95%% of %v)", i-1, i, gap, interval-slack, interval)
+				}
+			}
+			// Lateness up to the slack is absorbed: the chat keeps its rate.
+			// Beyond it, each send loses only what exceeds the slack.
+			perSend := interval + max(tc.late-slack, 0)
+			want := time.Duration(sends-1) * perSend
+			if got := launches[sends-1].Sub(launches[0]); got > want+tc.late {
+				t.Fatalf("%d sends took %v, want at most %v (%v each)", sends, got, want+tc.late, perSend)
+			}
+		})
+	}
+}

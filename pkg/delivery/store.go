@@ -1,0 +1,237 @@
+package delivery
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+)
+
+// store is the worker's JetStream side besides the consumer: delivery
+// records (notify_delivered), attempt counts (notify_attempts), the shared
+// recipient state (notify_chats, state.go), dead letters (NOTIFY_DEAD) and
+// events (notify.events.>).
+type store struct {
+	js        natsjs.JetStream
+	channel   string
+	delivered natsjs.KeyValue
+	attempts  natsjs.KeyValue
+	state     *sharedState
+	log       *slog.Logger
+	now       func() time.Time
+
+	// recent is a bounded in-memory set of recently delivered keys. It
+	// covers the window in which notify_delivered cannot be written (NATS
+	// down right after the provider accepted a message): a redelivery of
+	// that message is then still recognised by this process.
+	mu     sync.Mutex
+	recent map[string]struct{}
+	ring   []string
+	next   int
+}
+
+// DeliveryRecord is what the worker keeps, per idempotency key, once a
+// provider accepted a message: the proof of delivery support staff can look
+// up.
+type DeliveryRecord struct {
+	Key         string    `json:"key"`
+	Channel     string    `json:"channel"`
+	Recipient   string    `json:"recipient"`
+	ProviderID  string    `json:"provider_id,omitempty"`
+	DeliveredAt time.Time `json:"delivered_at"`
+	StreamSeq   uint64    `json:"stream_seq"`
+}
+
+// RecordKey maps an idempotency key to its key in notify_delivered and
+// notify_attempts: KV keys allow only [-/_=.a-zA-Z0-9], so the key is hashed
+// (SHA-256, hex).
+func RecordKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *store) remember(key string) {
+	if len(s.ring) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.recent[key]; ok {
+		return
+	}
+	if old := s.ring[s.next]; old != "" {
+		delete(s.recent, old)
+	}
+	s.ring[s.next] = key
+	s.recent[key] = struct{}{}
+	s.next = (s.next + 1) % len(s.ring)
+}
+
+// isDelivered reports whether a notification with this key was already
+// delivered, on any channel.
+func (s *store) isDelivered(ctx context.Context, key string) (bool, error) {
+	s.mu.Lock()
+	_, ok := s.recent[key]
+	s.mu.Unlock()
+	if ok {
+		return true, nil
+	}
+	_, err := s.delivered.Get(ctx, RecordKey(key))
+	switch {
+	case err == nil:
+		s.remember(key)
+		return true, nil
+	case errors.Is(err, natsjs.ErrKeyNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("reading delivery record of %q: %w", key, err)
+	}
+}
+
+// record stores the proof of delivery. The key is remembered in memory
+// first, so it counts even when the bucket write fails.
+func (s *store) record(ctx context.Context, r DeliveryRecord) error {
+	s.remember(r.Key)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.delivered.Put(ctx, RecordKey(r.Key), b); err != nil {
+		return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, jetstream.BucketDelivered, err)
+	}
+	return nil
+}
+
+// attemptsOf reads the failed attempts of a notification so far; the budget
+// survives redeliveries, restarts and a move to the standby worker.
+func (s *store) attemptsOf(ctx context.Context, key string) (int, error) {
+	e, err := s.attempts.Get(ctx, RecordKey(key))
+	switch {
+	case errors.Is(err, natsjs.ErrKeyNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading attempts of %q: %w", key, err)
+	}
+	n, err := strconv.Atoi(string(e.Value()))
+	if err != nil {
+		return 0, nil // a corrupt counter restarts the budget rather than blocking the message
+	}
+	return n, nil
+}
+
+func (s *store) setAttempts(ctx context.Context, key string, n int) error {
+	if _, err := s.attempts.Put(ctx, RecordKey(key), []byte(strconv.Itoa(n))); err != nil {
+		return fmt.Errorf("writing attempts of %q: %w", key, err)
+	}
+	return nil
+}
+
+func (s *store) clearAttempts(ctx context.Context, key string) error {
+	if err := s.attempts.Delete(ctx, RecordKey(key)); err != nil && !errors.Is(err, natsjs.ErrKeyNotFound) {
+		return fmt.Errorf("clearing attempts of %q: %w", key, err)
+	}
+	return nil
+}
+
+// pinIDHeader is the header nats-server adds to messages delivered to a
+// pinned client of a priority group.
+const pinIDHeader = "Nats-Pin-Id"
+
+// letter says why a message is dead.
+type letter struct {
+	reason      string
+	code        int
+	description string
+	attempts    int
+}
+
+// deadLetter publishes a copy of the job's message to NOTIFY_DEAD with the
+// reason in its headers, waits for the PubAck, and only then terminates the
+// original. If the copy cannot be stored the original is left alone, so a
+// dead letter is never lost between the two streams.
+//
+// The copy's subject is dead.<original subject>; its Nats-Msg-Id is derived
+// from the original's stream sequence, so a retry after a crash between the
+// two steps is de-duplicated by NOTIFY_DEAD.
+func (s *store) deadLetter(ctx context.Context, j *job, l letter) error {
+	h := nats.Header{}
+	for k, v := range j.msg.Headers() {
+		if k == pinIDHeader {
+			continue // the server's pull bookkeeping, not part of the notification
+		}
+		h[k] = append([]string(nil), v...)
+	}
+	subject := jetstream.DeadPrefix + j.subject
+	msgID := "dead:" + strconv.FormatUint(j.seq, 10)
+	if j.lane == "" { // poison on an unusable subject
+		sum := sha256.Sum256(append([]byte(j.subject+"\x00"), j.msg.Data()...))
+		msgID = "dead:poison:" + hex.EncodeToString(sum[:16])
+	}
+	key := j.n.Key
+	if key == "" {
+		key = j.msg.Headers().Get(jetstream.HeaderKey)
+	}
+	h.Set(nats.MsgIdHdr, msgID)
+	if key != "" {
+		h.Set(jetstream.HeaderKey, key)
+	}
+	h.Set(jetstream.HeaderReason, l.reason)
+	h.Set(jetstream.HeaderErrorCode, strconv.Itoa(l.code))
+	h.Set(jetstream.HeaderErrorDescription, l.description)
+	h.Set(jetstream.HeaderAttempts, strconv.Itoa(l.attempts))
+	h.Set(jetstream.HeaderOriginalSubject, j.subject)
+	h.Set(jetstream.HeaderOriginalSeq, strconv.FormatUint(j.seq, 10))
+	h.Set(jetstream.HeaderDeadAt, s.now().UTC().Format(time.RFC3339Nano))
+	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: j.msg.Data()}); err != nil {
+		return fmt.Errorf("publishing dead letter for seq %d to %s: %w", j.seq, subject, err)
+	}
+	if err := j.msg.TermWithReason(l.reason); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
+		s.log.Warn("dead letter stored but terminating the original failed; it will be redelivered and dead-lettered again (de-duplicated)",
+			"seq", j.seq, "err", err)
+	}
+	for _, d := range j.dups {
+		_ = d.msg.TermWithReason(l.reason)
+	}
+	s.log.Info("dead-lettered", "key", key, "recipient", j.lane, "seq", j.seq, "reason", l.reason,
+		"code", l.code, "description", l.description, "attempts", l.attempts)
+	return nil
+}
+
+// RecipientEvent is published on notify.events.recipient_dead when a
+// recipient can no longer be reached on a channel, and on
+// notify.events.recipient_redirected when it moved (a Telegram group that
+// became a supergroup). Applications consume it to stop offering the channel
+// to that customer, or to update the stored address.
+type RecipientEvent struct {
+	Channel     string    `json:"channel"`
+	Recipient   string    `json:"recipient"`
+	Reason      string    `json:"reason"`
+	Code        int       `json:"code,omitempty"`
+	Description string    `json:"description,omitempty"`
+	RedirectTo  string    `json:"redirect_to,omitempty"`
+	Key         string    `json:"key,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// publishEvent stores an event in the NOTIFY stream (its subjects cover
+// notify.events.>); the id makes a repeat after a crash harmless.
+func (s *store) publishEvent(ctx context.Context, subject, id string, ev RecipientEvent) {
+	b, err := json.Marshal(ev)
+	if err == nil {
+		_, err = s.js.Publish(ctx, subject, b, natsjs.WithMsgID(id))
+	}
+	if err != nil {
+		s.log.Error("cannot publish event", "subject", subject, "recipient", ev.Recipient, "err", err)
+	}
+}
