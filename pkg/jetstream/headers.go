@@ -31,11 +31,17 @@ const (
 	HeaderDeadAt           = "Notify-Dead-At"
 )
 
-// NotificationMsg builds the message that carries one notification: subject
-// notify.telegram.<chatID>, the payload as body, unchanged, and the headers
-// Nats-Msg-Id and Notify-Key (both the idempotency key), Notify-Created-At
-// and Content-Type.
+// NotificationMsg builds the message that carries a Telegram notification
+// to chatID: [Msg] on notify.telegram.<chatID>.
 func NotificationMsg(chatID int64, key string, createdAt time.Time, contentType string, payload []byte) *nats.Msg {
+	return Msg(TelegramSubject(chatID), key, createdAt, contentType, payload)
+}
+
+// Msg builds the message that carries one notification: the subject
+// (notify.<channel>.<recipient>), the payload as body, unchanged, and the
+// headers Nats-Msg-Id and Notify-Key (both the idempotency key),
+// Notify-Created-At and Content-Type.
+func Msg(subject, key string, createdAt time.Time, contentType string, payload []byte) *nats.Msg {
 	// One backing array for the four values: a message is built for every
 	// notification, so allocations count.
 	v := [4]string{key, key, createdAt.UTC().Format(time.RFC3339Nano), contentType}
@@ -45,7 +51,7 @@ func NotificationMsg(chatID int64, key string, createdAt time.Time, contentType 
 	h[HeaderKey] = vals[1:2:2]
 	h[HeaderCreatedAt] = vals[2:3:3]
 	h[HeaderContentType] = vals[3:4:4]
-	return &nats.Msg{Subject: TelegramSubject(chatID), Header: h, Data: payload}
+	return &nats.Msg{Subject: subject, Header: h, Data: payload}
 }
 
 // NotificationMeta is what the headers of a notification message say.

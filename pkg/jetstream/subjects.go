@@ -53,6 +53,21 @@ func Subject(channel, recipient string) string {
 	return subjectRoot + "." + channel + "." + recipient
 }
 
+// ValidToken reports whether s can be one token of a subject: non-empty,
+// printable ASCII without spaces, dots or wildcards.
+func ValidToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c > '~' || c == '.' || c == '*' || c == '>' {
+			return false
+		}
+	}
+	return true
+}
+
 // ParseSubject splits a notification subject (or its dead-letter subject)
 // into its channel and recipient.
 func ParseSubject(subject string) (channel, recipient string, err error) {

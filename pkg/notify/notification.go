@@ -1,11 +1,9 @@
 package notify
 
 import (
-	"html"
+	"slices"
 	"strings"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // Limits that [Notification.Validate] enforces.
@@ -15,6 +13,10 @@ const (
 	// MaxTextLength is Telegram's limit for a message: 4096 characters
 	// (UTF-16 code units) after entity parsing.
 	MaxTextLength = 4096
+	// MaxMaxTextLength is MAX's limit for a message: 4000 characters.
+	MaxMaxTextLength = 4000
+	// MaxSubjectLength bounds an email subject, in characters.
+	MaxSubjectLength = 255
 	// MaxTextBytes bounds the raw text including markup, so that a payload
 	// stays small whatever the markup.
 	MaxTextBytes = 64 << 10
@@ -22,12 +24,6 @@ const (
 	// most 52 significant bits.
 	maxChatID = 1 << 53
 )
-
-// Channel names the delivery channel of a notification.
-type Channel string
-
-// ChannelTelegram is the only channel so far. An empty channel means Telegram.
-const ChannelTelegram Channel = "telegram"
 
 // ParseMode selects how Telegram interprets markup in the text.
 type ParseMode string
@@ -50,20 +46,49 @@ const (
 	PriorityBulk          Priority = "bulk"
 )
 
-// Notification is one message to one recipient. It is the single Go type that
-// the application, the publisher and the worker share; [Notification.MarshalPayload]
-// and [DecodePayload] are its only wire form.
+// Notification is one message to one recipient, who may be reachable on
+// several channels. It is the single Go type that the application, the
+// publisher and the workers share; [Notification.MarshalPayload] and
+// [DecodePayload] are its only wire form.
 type Notification struct {
 	// Key is the idempotency key that names the event, for example
 	// "order:A1:accepted". Required: 1..255 bytes of visible ASCII (no spaces
-	// or control characters). The same key is never sent twice.
+	// or control characters). The same key is delivered once, on one
+	// channel.
 	Key string `json:"key"`
-	// Channel is the delivery channel; empty means [ChannelTelegram].
-	Channel Channel `json:"channel"`
-	// ChatID is the Telegram chat to send to: non-zero; negative for groups.
-	ChatID int64 `json:"chat_id"`
+	// Channel is the single channel of a notification without a Route;
+	// empty means [ChannelTelegram] when ChatID is set. Kept for the version
+	// 1 payload; new code sets Route.
+	Channel Channel `json:"channel,omitempty"`
+	// ChatID is the Telegram chat to send to: negative for groups.
+	ChatID int64 `json:"chat_id,omitempty"`
+	// MaxUserID or MaxChatID is the MAX user or chat to send to (at most
+	// one of them).
+	MaxUserID int64 `json:"max_user_id,omitempty"`
+	MaxChatID int64 `json:"max_chat_id,omitempty"`
+	// Email is the email address to send to (addr-spec, no display name).
+	Email string `json:"email,omitempty"`
+	// Phone is the phone number to send an SMS to, in E.164
+	// (+79991234567).
+	Phone string `json:"phone,omitempty"`
+	// Route lists the channels to try, in order of preference. Each must
+	// have its address above. The notification moves to the next channel
+	// when the current one finds the recipient dead (blocked, not found,
+	// invalid address, hard bounce), refuses the message, gives up after
+	// its attempts, or has not delivered within FallbackAfter. Empty: the
+	// channels whose address is given, in the order telegram, max, email,
+	// sms ([DefaultRoute]).
+	Route []Channel `json:"route,omitempty"`
+	// FallbackAfter is how long a channel may try before the notification
+	// moves to the next one. Zero: the workers' default for the priority
+	// (2 minutes for transactional, never for bulk); [FallbackNever]: only
+	// a dead recipient or a refusal moves it.
+	FallbackAfter time.Duration `json:"-"`
+	// Subject is the email subject (and nothing else uses it); empty: the
+	// first line of the text.
+	Subject string `json:"subject,omitempty"`
 	// Text is the message: 1..4096 characters as Telegram counts them (after
-	// markup is parsed), at most 64 KiB raw.
+	// markup is parsed; 4000 when MAX is on the route), at most 64 KiB raw.
 	Text string `json:"text"`
 	// ParseMode is how Telegram parses markup in Text.
 	ParseMode ParseMode `json:"parse_mode,omitempty"`
@@ -81,10 +106,25 @@ type Notification struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Normalize fills the defaults of optional enumerations (channel, priority)
-// in place.
+// FallbackNever is the FallbackAfter that never moves a notification on for
+// taking long: only a dead recipient or a refusal does.
+const FallbackNever time.Duration = -1
+
+// Normalize fills the defaults of optional fields (route, priority) in
+// place: a notification with only a Channel gets the route of that one
+// channel; one with neither gets [DefaultRoute].
 func (n *Notification) Normalize() {
-	if n.Channel == "" {
+	if n.Channel == "" && len(n.Route) == 0 && n.ChatID != 0 && n.MaxUserID == 0 && n.MaxChatID == 0 && n.Email == "" && n.Phone == "" {
+		n.Channel = ChannelTelegram
+	}
+	if len(n.Route) == 0 {
+		if n.Channel != "" {
+			n.Route = []Channel{n.Channel}
+		} else {
+			n.Route = n.DefaultRoute()
+		}
+	}
+	if n.Channel == "" && len(n.Route) == 1 && n.Route[0] == ChannelTelegram {
 		n.Channel = ChannelTelegram
 	}
 	if n.Priority == "" {
@@ -94,29 +134,40 @@ func (n *Notification) Normalize() {
 
 // Validate checks every field and returns a [*ValidationError] naming the
 // first invalid one. It matches [ErrInvalid] with errors.Is. Optional fields
-// left empty (channel, priority) are accepted as their defaults.
+// left empty (route, priority) are accepted as their defaults.
 func (n *Notification) Validate() error {
 	if err := ValidateKey(n.Key); err != nil {
 		return err
 	}
-	switch n.Channel {
-	case "", ChannelTelegram:
-	default:
-		return invalid("channel", "unknown channel %q (want %q)", n.Channel, ChannelTelegram)
+	if err := n.validateAddresses(); err != nil {
+		return err
 	}
-	switch {
-	case n.ChatID == 0:
-		return invalid("chat_id", "must be non-zero")
-	case n.ChatID >= maxChatID || n.ChatID <= -maxChatID:
-		return invalid("chat_id", "%d is out of range for a Telegram chat id", n.ChatID)
+	route := n.Route
+	if len(route) == 0 {
+		c := *n
+		c.Normalize()
+		route = c.Route
+	}
+	if err := n.validateRoute(route); err != nil {
+		return err
 	}
 	switch n.ParseMode {
 	case ParseModeNone, ParseModeHTML, ParseModeMarkdownV2:
 	default:
 		return invalid("parse_mode", "unknown parse mode %q (want empty, %q or %q)", n.ParseMode, ParseModeHTML, ParseModeMarkdownV2)
 	}
-	if err := validateText(n.Text, n.ParseMode); err != nil {
+	limit, limitName := MaxTextLength, "Telegram's"
+	if slices.Contains(route, ChannelMax) {
+		limit, limitName = MaxMaxTextLength, "MAX's"
+	}
+	if err := validateText(n.Text, n.ParseMode, limit, limitName); err != nil {
 		return err
+	}
+	if len([]rune(n.Subject)) > MaxSubjectLength || strings.ContainsAny(n.Subject, "\r\n") {
+		return invalid("subject", "must be at most %d characters on one line", MaxSubjectLength)
+	}
+	if n.FallbackAfter < 0 && n.FallbackAfter != FallbackNever {
+		return invalid("fallback_after", "%v is negative", n.FallbackAfter)
 	}
 	switch n.Priority {
 	case "", PriorityTransactional, PriorityBulk:
@@ -150,80 +201,3 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-func validateText(text string, mode ParseMode) error {
-	switch {
-	case !utf8.ValidString(text):
-		return invalid("text", "is not valid UTF-8")
-	case len(text) > MaxTextBytes:
-		return invalid("text", "is %d bytes long, the limit is %d", len(text), MaxTextBytes)
-	}
-	n := TextLength(text, mode)
-	switch {
-	case n == 0:
-		return invalid("text", "is empty")
-	case n > MaxTextLength:
-		return invalid("text", "is %d characters long after markup, Telegram's limit is %d", n, MaxTextLength)
-	}
-	return nil
-}
-
-// TextLength returns the length of text as Telegram counts it: UTF-16 code
-// units of the visible text after markup is parsed. For HTML the tags are
-// removed and entities decoded; for MarkdownV2 escaping backslashes are not
-// counted (formatting characters are, so the count errs on the long side).
-// Whitespace-only text counts as empty, as Telegram trims it.
-func TextLength(text string, mode ParseMode) int {
-	visible := text
-	switch mode {
-	case ParseModeHTML:
-		visible = html.UnescapeString(stripTags(text))
-	case ParseModeMarkdownV2:
-		visible = stripEscapes(text)
-	}
-	if strings.TrimSpace(visible) == "" {
-		return 0
-	}
-	n := 0
-	for _, r := range visible {
-		n += utf16.RuneLen(r)
-	}
-	return n
-}
-
-func stripTags(s string) string {
-	if !strings.Contains(s, "<") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	in := false
-	for _, r := range s {
-		switch {
-		case r == '<':
-			in = true
-		case r == '>' && in:
-			in = false
-		case !in:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func stripEscapes(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	escaped := false
-	for _, r := range s {
-		if r == '\\' && !escaped {
-			escaped = true
-			continue
-		}
-		escaped = false
-		b.WriteRune(r)
-	}
-	return b.String()
-}

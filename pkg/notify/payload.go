@@ -4,11 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
-// PayloadVersion is the version of the JSON payload this package writes.
-// Readers accept versions up to and including it.
-const PayloadVersion = 1
+// PayloadVersion is the newest version of the JSON payload this package
+// writes; readers accept versions up to and including it.
+//
+// Version 1 carries a Telegram notification (chat_id). Version 2 adds the
+// other addresses (max_user_id, max_chat_id, email, phone), the route, the
+// fallback_after duration ("90s", "2m", or "never") and the email subject.
+// [Notification.MarshalPayload] writes the lowest version that carries the
+// notification, so a Telegram-only notification stays readable by a worker
+// that knows only version 1.
+const PayloadVersion = 2
 
 // MaxPayloadBytes bounds an encoded payload. A larger one cannot come from
 // this package and is rejected as invalid without being parsed.
@@ -21,6 +29,17 @@ const PayloadContentType = "application/json"
 type payload struct {
 	V int `json:"v"`
 	*Notification
+	FallbackAfter string `json:"fallback_after,omitempty"`
+}
+
+// fallbackNever is the wire form of FallbackNever.
+const fallbackNever = "never"
+
+// version1 reports whether the notification fits payload version 1: a
+// Telegram chat and nothing of version 2.
+func (n *Notification) version1() bool {
+	return len(n.Route) == 1 && n.Route[0] == ChannelTelegram && n.MaxUserID == 0 && n.MaxChatID == 0 &&
+		n.Email == "" && n.Phone == "" && n.FallbackAfter == 0 && n.Subject == ""
 }
 
 // MarshalPayload validates the notification and encodes it as the versioned
@@ -30,7 +49,20 @@ func (n Notification) MarshalPayload() ([]byte, error) {
 	if err := n.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(payload{V: PayloadVersion, Notification: &n})
+	p := payload{V: 1, Notification: &n}
+	if n.version1() {
+		n.Route = nil // implied by channel
+	} else {
+		p.V = 2
+		n.Channel = "" // the route says it
+		switch {
+		case n.FallbackAfter == FallbackNever:
+			p.FallbackAfter = fallbackNever
+		case n.FallbackAfter > 0:
+			p.FallbackAfter = n.FallbackAfter.String()
+		}
+	}
+	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("encoding notification %q: %w", n.Key, err)
 	}
@@ -64,6 +96,20 @@ func DecodePayload(b []byte) (Notification, error) {
 	}
 	if n.CreatedAt.IsZero() {
 		return Notification{}, invalid("created_at", "required")
+	}
+	switch {
+	case p.V == 1 && (len(n.Route) > 0 || n.MaxUserID != 0 || n.MaxChatID != 0 || n.Email != "" || n.Phone != "" || n.Subject != "" || p.FallbackAfter != ""):
+		return Notification{}, invalid("v", "version 1 carries a Telegram chat only; route, max_user_id, max_chat_id, email, phone, subject and fallback_after need version 2")
+	case p.V == 1 && n.ChatID == 0:
+		return Notification{}, invalid("chat_id", "required")
+	case p.FallbackAfter == fallbackNever:
+		n.FallbackAfter = FallbackNever
+	case p.FallbackAfter != "":
+		d, err := time.ParseDuration(p.FallbackAfter)
+		if err != nil || d <= 0 {
+			return Notification{}, invalid("fallback_after", "%q is not a positive duration (90s, 2m) or %q", p.FallbackAfter, fallbackNever)
+		}
+		n.FallbackAfter = d
 	}
 	if err := n.Validate(); err != nil {
 		return Notification{}, err

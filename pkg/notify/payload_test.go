@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"reflect"
 	"testing"
 	"time"
 
@@ -31,7 +32,8 @@ func TestPayloadRoundTrip(t *testing.T) {
 		t.Fatalf("times: got %v/%v, want %v/%v", got.CreatedAt, got.ExpiresAt, n.CreatedAt, n.ExpiresAt)
 	}
 	got.CreatedAt, got.ExpiresAt = n.CreatedAt, n.ExpiresAt
-	if got != n {
+	n.Route = []notify.Channel{notify.ChannelTelegram}
+	if !reflect.DeepEqual(got, n) {
 		t.Fatalf("round trip: got %+v, want %+v", got, n)
 	}
 }
@@ -79,7 +81,15 @@ func TestDecodePayloadRejects(t *testing.T) {
 		{"trailing", `{"v":1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"} {}`, notify.ErrInvalid, "payload"},
 		{"no version", `{"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
 		{"negative version", `{"v":-1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
-		{"future version", `{"v":2,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrUnsupportedPayloadVersion, ""},
+		{"future version", `{"v":3,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrUnsupportedPayloadVersion, ""},
+		{"v1 with an email", `{"v":1,"key":"k","chat_id":1,"email":"a@b.co","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
+		{"v2 without address", `{"v":2,"key":"k","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "chat_id"},
+		{"v2 bad email", `{"v":2,"key":"k","email":"Ann <a@b.co>","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "email"},
+		{"v2 bad phone", `{"v":2,"key":"k","phone":"89991234567","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "phone"},
+		{"v2 route without its address", `{"v":2,"key":"k","chat_id":1,"route":["telegram","sms"],"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "phone"},
+		{"v2 unknown channel", `{"v":2,"key":"k","chat_id":1,"route":["pigeon"],"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "route[0]"},
+		{"v2 repeated channel", `{"v":2,"key":"k","chat_id":1,"route":["telegram","telegram"],"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "route[1]"},
+		{"v2 bad fallback", `{"v":2,"key":"k","chat_id":1,"email":"a@b.co","fallback_after":"soon","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "fallback_after"},
 		{"no created_at", `{"v":1,"key":"k","chat_id":1,"text":"t"}`, notify.ErrInvalid, "created_at"},
 		{"bad chat type", `{"v":1,"key":"k","chat_id":"1","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "payload"},
 		{"zero chat", `{"v":1,"key":"k","chat_id":0,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "chat_id"},
@@ -167,4 +177,109 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("DecodePayload of a valid notification's payload: %v", err)
 		}
 	})
+}
+
+// A Telegram-only notification is written as version 1, byte for byte what
+// a worker that knows only version 1 reads; anything else as version 2, which
+// round-trips.
+func TestPayloadVersions(t *testing.T) {
+	b, err := validNotification().MarshalPayload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), `{"v":1,`) || strings.Contains(string(b), "route") {
+		t.Fatalf("a Telegram-only notification encoded as %s, want version 1 without a route", b)
+	}
+	n := validNotification()
+	n.Email, n.Phone, n.MaxUserID = "ann@example.com", "+79991234567", 42
+	n.Route = []notify.Channel{notify.ChannelEmail, notify.ChannelTelegram, notify.ChannelSMS}
+	n.FallbackAfter, n.Subject = 90*time.Second, "Order A1"
+	b, err = n.MarshalPayload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), `{"v":2,`) || !strings.Contains(string(b), `"fallback_after":"1m30s"`) || strings.Contains(string(b), `"channel"`) {
+		t.Fatalf("encoded as %s, want version 2 with fallback_after and no channel", b)
+	}
+	got, err := notify.DecodePayload(b)
+	if err != nil {
+		t.Fatalf("DecodePayload(%s): %v", b, err)
+	}
+	n.Priority = notify.PriorityTransactional
+	if !reflect.DeepEqual(got, n) {
+		t.Fatalf("round trip: got %+v, want %+v", got, n)
+	}
+	n.FallbackAfter = notify.FallbackNever
+	b, _ = n.MarshalPayload()
+	if got, err := notify.DecodePayload(b); err != nil || got.FallbackAfter != notify.FallbackNever || !strings.Contains(string(b), `"fallback_after":"never"`) {
+		t.Fatalf("never: %s decoded as %v, %v", b, got.FallbackAfter, err)
+	}
+}
+
+func TestDefaultRouteAndRecipients(t *testing.T) {
+	n := notify.Notification{Key: "k", Text: "t", Phone: "+79991234567", Email: "Ann@Example.com", MaxChatID: -5, ChatID: 7}
+	n.Normalize()
+	want := []notify.Channel{notify.ChannelTelegram, notify.ChannelMax, notify.ChannelEmail, notify.ChannelSMS}
+	if !reflect.DeepEqual(n.Route, want) {
+		t.Fatalf("default route %v, want %v", n.Route, want)
+	}
+	if err := n.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		c    notify.Channel
+		want string
+	}{
+		{notify.ChannelTelegram, "7"},
+		{notify.ChannelMax, "c-5"},
+		{notify.ChannelEmail, "e" + notify.HashAddress("ann@example.com")},
+		{notify.ChannelSMS, "p" + notify.HashAddress("+79991234567")},
+	} {
+		got, err := n.Recipient(tc.c)
+		if err != nil || got != tc.want {
+			t.Errorf("Recipient(%s) = %q, %v; want %q", tc.c, got, err, tc.want)
+		}
+		if strings.ContainsAny(got, "@+. *>") {
+			t.Errorf("Recipient(%s) = %q is not a clean subject token", tc.c, got)
+		}
+	}
+	if next, ok := n.Next(notify.ChannelMax); !ok || next != notify.ChannelEmail {
+		t.Fatalf("Next(max) = %v, %v; want email", next, ok)
+	}
+	if _, ok := n.Next(notify.ChannelSMS); ok {
+		t.Fatal("Next(sms) found a channel after the last one")
+	}
+	if _, err := (&notify.Notification{Key: "k", Text: "t"}).Recipient(notify.ChannelEmail); err == nil {
+		t.Fatal("Recipient without an address succeeded")
+	}
+}
+
+func TestValidateAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     notify.Notification
+		field string
+	}{
+		{"no address", notify.Notification{Key: "k", Text: "t"}, "chat_id"},
+		{"display name", notify.Notification{Key: "k", Text: "t", Email: "Ann <ann@example.com>"}, "email"},
+		{"no domain dot", notify.Notification{Key: "k", Text: "t", Email: "ann@localhost"}, "email"},
+		{"national phone", notify.Notification{Key: "k", Text: "t", Phone: "89991234567"}, "phone"},
+		{"phone with spaces", notify.Notification{Key: "k", Text: "t", Phone: "+7 999 123 45 67"}, "phone"},
+		{"both max ids", notify.Notification{Key: "k", Text: "t", MaxUserID: 1, MaxChatID: 2}, "max_user_id"},
+		{"channel and route", notify.Notification{Key: "k", Text: "t", ChatID: 1, Email: "a@b.co", Channel: notify.ChannelTelegram, Route: []notify.Channel{notify.ChannelEmail}}, "channel"},
+		{"too long for MAX", notify.Notification{Key: "k", Text: strings.Repeat("x", 4001), MaxUserID: 1}, "text"},
+		{"two-line subject", notify.Notification{Key: "k", Text: "t", Email: "a@b.co", Subject: "a\nb"}, "subject"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.n.Validate()
+			var ve *notify.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.field {
+				t.Fatalf("Validate = %v, want an error on %q", err, tc.field)
+			}
+		})
+	}
+	ok := notify.Notification{Key: "k", Text: strings.Repeat("x", 4096), ChatID: 1, Email: "ann@example.com"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("4096 characters to Telegram and email: %v", err)
+	}
 }

@@ -11,8 +11,8 @@ import (
 )
 
 // insertSQL writes one notification unless its key is already present.
-const insertSQL = `INSERT INTO outbox (key, channel, recipient, payload, created_at)
-	VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`
+const insertSQL = `INSERT INTO outbox (key, channel, recipient, recipient_token, payload, created_at)
+	VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`
 
 // Execer is the part of a database handle that [Enqueue] needs. The
 // application passes the transaction that saves its business data: a
@@ -98,7 +98,12 @@ func enqueue(ctx context.Context, exec func(context.Context, ...any) (sql.Result
 	if err != nil {
 		return false, err
 	}
-	res, err := exec(ctx, n.Key, string(n.Channel), n.ChatID, payload, n.CreatedAt.UnixNano())
+	first := n.Route[0]
+	token, err := n.Recipient(first)
+	if err != nil {
+		return false, fmt.Errorf("enqueueing notification %q: %w", n.Key, err)
+	}
+	res, err := exec(ctx, n.Key, string(first), n.ChatID, token, payload, n.CreatedAt.UnixNano())
 	if err != nil {
 		return false, fmt.Errorf("enqueueing notification %q: %w", n.Key, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -14,10 +15,15 @@ import (
 // Row is one outbox row as the publisher reads it. Payload is the encoded
 // notification, carried to the stream unchanged.
 type Row struct {
-	ID        int64
-	Key       string
-	Channel   notify.Channel
-	ChatID    int64
+	ID  int64
+	Key string
+	// Channel is the first channel of the notification's route.
+	Channel notify.Channel
+	// ChatID is the Telegram chat id, 0 without one.
+	ChatID int64
+	// Recipient is the recipient on Channel as a subject token
+	// (notify.Notification.Recipient).
+	Recipient string
 	Payload   []byte
 	CreatedAt time.Time
 }
@@ -69,7 +75,7 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 	if limit <= 0 {
 		return nil, fmt.Errorf("reading pending rows: limit %d must be positive", limit)
 	}
-	rows, err := r.db.QueryContext(ctx, `SELECT id, key, channel, recipient, payload, created_at
+	rows, err := r.db.QueryContext(ctx, `SELECT id, key, channel, recipient, recipient_token, payload, created_at
 		FROM outbox WHERE id > ? AND published_at IS NULL ORDER BY id LIMIT ?`, max(afterID, r.lowWater.Load()), limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading pending rows after id %d: %w", afterID, err)
@@ -80,12 +86,17 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 		var (
 			row     Row
 			channel string
+			token   sql.NullString
 			created int64
 		)
-		if err := rows.Scan(&row.ID, &row.Key, &channel, &row.ChatID, &row.Payload, &created); err != nil {
+		if err := rows.Scan(&row.ID, &row.Key, &channel, &row.ChatID, &token, &row.Payload, &created); err != nil {
 			return nil, fmt.Errorf("scanning pending row: %w", err)
 		}
 		row.Channel = notify.Channel(channel)
+		row.Recipient = token.String
+		if !token.Valid { // written by schema version 1: a Telegram chat
+			row.Recipient = strconv.FormatInt(row.ChatID, 10)
+		}
 		row.CreatedAt = time.Unix(0, created).UTC()
 		out = append(out, row)
 	}

@@ -281,7 +281,7 @@ func (r *round) publish(in <-chan []outbox.Row, out chan<- *batch) {
 			if b.err = r.publishable(row); b.err != nil || r.stopped() {
 				break
 			}
-			msg := jetstream.NotificationMsg(row.ChatID, row.Key, row.CreatedAt, notify.PayloadContentType, row.Payload)
+			msg := jetstream.Msg(jetstream.Subject(string(row.Channel), row.Recipient), row.Key, row.CreatedAt, notify.PayloadContentType, row.Payload)
 			msg.Reply = reply + strconv.Itoa(i)
 			if err := p.nc.PublishMsg(msg); err != nil {
 				b.err = fmt.Errorf("publishing row %d (key %q): %w", row.ID, row.Key, err)
@@ -326,8 +326,11 @@ func (r *round) publishable(row outbox.Row) error {
 		}
 	default:
 	}
-	if row.Channel != notify.ChannelTelegram && row.Channel != "" {
-		return fmt.Errorf("row %d has channel %q, which this publisher does not support", row.ID, row.Channel)
+	if !row.Channel.Known() {
+		return fmt.Errorf("row %d has channel %q, which this publisher does not know", row.ID, row.Channel)
+	}
+	if !jetstream.ValidToken(row.Recipient) {
+		return fmt.Errorf("row %d has recipient %q, which is not a subject token", row.ID, row.Recipient)
 	}
 	return nil
 }
