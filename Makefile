@@ -57,6 +57,11 @@ test: build ## Vet and run the whole test suite of both modules with the race de
 	TGNOTIFY_BIN=$(BIN) $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 	TGNOTIFY_BIN=$(BIN) $(GO) -C $(TOOLS_MOD) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 
+.PHONY: tidy-check
+tidy-check: ## Fail if go.mod or go.sum of either module is not what `go mod tidy` would write.
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
+	@$(GO) -C $(TOOLS_MOD) mod tidy -diff || { echo "$(TOOLS_MOD)/go.mod/go.sum not tidy: run go mod tidy in $(TOOLS_MOD)/"; exit 1; }
+
 .PHONY: demo
 demo: build ## Run the whole system on this machine: a burst of orders, live progress, a report (DEMO_FLAGS="-orders 1000").
 	$(BIN)/demo $(DEMO_FLAGS)
