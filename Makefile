@@ -4,6 +4,10 @@
 GO          ?= go
 BIN         := $(CURDIR)/bin
 PKGS        := ./...
+# The benchmark and chaos suites are a Go module of their own, so that what
+# only they need (the plotting libraries of bench) stays out of the product's
+# go.mod. Every target that builds, vets, tests or lints covers both modules.
+TOOLS_MOD   := tools
 # Pinned tool versions. nats-server is built from the version go.mod pins;
 # the nats CLI and staticcheck are built from their own pinned modules.
 NATSCLI_VERSION     := v0.5.0
@@ -30,12 +34,13 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: tools ## Build every binary into ./bin (daemons, shop, emulator, nats-server, nats CLI).
+build: nats-tools ## Build every binary into ./bin (daemons, emulator, shop, demo, bench, chaos, nats-server, nats CLI).
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/... ./examples/shop ./examples/demo
+	$(GO) -C $(TOOLS_MOD) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-.PHONY: tools
-tools: $(BIN)/nats-server $(BIN)/nats ## Build the pinned nats-server and nats CLI into ./bin.
+.PHONY: nats-tools
+nats-tools: $(BIN)/nats-server $(BIN)/nats ## Build the pinned nats-server and nats CLI into ./bin.
 
 $(BIN)/nats-server: go.mod go.sum
 	@mkdir -p $(BIN)
@@ -46,9 +51,16 @@ $(BIN)/nats:
 	GOBIN=$(BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
 .PHONY: test
-test: build ## Vet and run the whole test suite with the race detector (the README's test command).
+test: build ## Vet and run the whole test suite of both modules with the race detector (the README's test command).
 	$(GO) vet $(PKGS)
+	$(GO) -C $(TOOLS_MOD) vet $(PKGS)
 	TGNOTIFY_BIN=$(BIN) $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+	TGNOTIFY_BIN=$(BIN) $(GO) -C $(TOOLS_MOD) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+
+.PHONY: tidy-check
+tidy-check: ## Fail if go.mod or go.sum of either module is not what `go mod tidy` would write.
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
+	@$(GO) -C $(TOOLS_MOD) mod tidy -diff || { echo "$(TOOLS_MOD)/go.mod/go.sum not tidy: run go mod tidy in $(TOOLS_MOD)/"; exit 1; }
 
 .PHONY: demo
 demo: build ## Run the whole system on this machine: a burst of orders, live progress, a report (DEMO_FLAGS="-orders 1000").
@@ -70,10 +82,12 @@ bench: build ## Run the benchmark suite (~15 min on 2 cores); writes BENCHMARKS.
 		-command 'make bench$(if $(BENCH_FLAGS), BENCH_FLAGS="$(BENCH_FLAGS)")' $(BENCH_FLAGS)
 
 .PHONY: lint
-lint: ## gofmt check, go vet and staticcheck.
+lint: ## gofmt check, go vet and staticcheck, in both modules.
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) -C $(TOOLS_MOD) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	$(GO) -C $(TOOLS_MOD) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 .PHONY: clean
 clean: ## Remove ./bin and demo/bench scratch directories.

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/system"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
 	"github.com/tgnotify/tgnotify/internal/procs"
+	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"

@@ -20,7 +20,7 @@ import (
 	"github.com/oklog/run"
 	"github.com/peterbourgon/ff/v3"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 

@@ -1,9 +1,10 @@
 // Package system holds what the demo (examples/demo) and the chaos harness
-// (internal/chaos) share about running the whole tgnotify system as real
-// processes: the nats-server configuration derived from the shipped file, the
-// environment the children must not inherit, and reading the system's state
-// back — the daemons' JSON and Prometheus endpoints, the worker's consumer,
-// the NOTIFY and NOTIFY_DEAD streams and the delivery records.
+// (tools/internal/chaos) share about running the whole tgnotify system as
+// real processes: the nats-server configuration derived from the shipped
+// file, the environment the children must not inherit, and reading the
+// system's state back — the daemons' JSON and Prometheus endpoints, the
+// worker's consumer, the NOTIFY and NOTIFY_DEAD streams and the delivery
+// records.
 //
 // Process supervision itself is internal/procs.
 package system

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
 	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/channel/telegram"

@@ -18,7 +18,7 @@ import (
 // order API meets: an oversized body, oversized headers, headers that never
 // end (slowloris), a body that stops half way. Each must be cut off within
 // its bound, and the shop must go on serving. (Malformed and invalid orders
-// are the handler's tests, examples/shop/shop.TestHTTPBadRequests; here the
+// are the handler's tests, internal/shop.TestHTTPBadRequests; here the
 // server's own limits are checked, which only the binary sets.)
 func TestShopBoundsItsHTTPInputs(t *testing.T) {
 	sup := supervisor(t)

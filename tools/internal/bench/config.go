@@ -31,7 +31,7 @@ type Config struct {
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer `json:"-"`
 
-	// Runs is how many times each scenario is measured (cmd/bench asks
+	// Runs is how many times each scenario is measured (tools/cmd/bench asks
 	// for at least 3).
 	Runs int
 	// TelegramRuns is the number of runs of scenario 4, which is bound by

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tgnotify/tgnotify/internal/bench"
+	"github.com/tgnotify/tgnotify/tools/internal/bench"
 )
 
 func TestSummarize(t *testing.T) {

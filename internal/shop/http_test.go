@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/shop"
 )
 
 func newServer(t *testing.T) (*httptest.Server, *bundle) {

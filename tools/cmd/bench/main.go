@@ -1,6 +1,6 @@
-// Command bench runs the benchmark suite of issue 7 (internal/bench) and
-// writes BENCHMARKS.md with the PNG plots it references. `make bench` runs
-// it after `make build`:
+// Command bench runs the benchmark suite of issue 7 (tools/internal/bench)
+// and writes BENCHMARKS.md with the PNG plots it references. `make bench`
+// runs it after `make build`:
 //
 //	bin/bench -out BENCHMARKS.md -plots docs/bench
 //
@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tgnotify/tgnotify/internal/bench"
+	"github.com/tgnotify/tgnotify/tools/internal/bench"
 )
 
 //go:embed analysis.md

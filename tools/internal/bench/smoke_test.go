@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tgnotify/tgnotify/internal/bench"
 	"github.com/tgnotify/tgnotify/internal/builtbin"
+	"github.com/tgnotify/tgnotify/tools/internal/bench"
 )
 
 // TestSmoke runs every scenario of the suite end to end at tiny sizes, one
@@ -20,7 +20,7 @@ import (
 func TestSmoke(t *testing.T) {
 	bin := builtbin.Dir(t)
 	dir := t.TempDir()
-	cfg := bench.Smoke(bin, filepath.Join(dir, "work"), filepath.Join("..", "..", "configs", "nats-server.conf"))
+	cfg := bench.Smoke(bin, filepath.Join(dir, "work"), filepath.Join("..", "..", "..", "configs", "nats-server.conf"))
 	var progress strings.Builder
 	cfg.Progress = &progress
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -26,7 +26,7 @@ func fakeBin(t *testing.T) string {
 func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 
 func TestPresetsAndFlags(t *testing.T) {
-	bin, conf := fakeBin(t), "../../configs/nats-server.conf"
+	bin, conf := fakeBin(t), "../../../configs/nats-server.conf"
 	c, o, err := parseFlags([]string{"-bin", bin, "-nats-config", conf}, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestPresetsAndFlags(t *testing.T) {
 }
 
 func TestBadSettings(t *testing.T) {
-	bin, conf := fakeBin(t), "../../configs/nats-server.conf"
+	bin, conf := fakeBin(t), "../../../configs/nats-server.conf"
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/shop"
 )
 
 // BenchmarkPlaceOrder measures what the outbox write adds to checkout: the

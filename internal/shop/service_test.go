@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )

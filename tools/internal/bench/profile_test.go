@@ -22,7 +22,8 @@ import (
 // binary, against a nats-server process, so that `go test -cpuprofile`
 // profiles exactly the code the scenario measures:
 //
-//	go test -run '^$' -bench WorkerCeiling -benchtime 30000x -cpuprofile cpu.out ./internal/bench
+//	cd tools
+//	TGNOTIFY_BIN=$PWD/../bin go test -run '^$' -bench WorkerCeiling -benchtime 30000x -cpuprofile cpu.out ./internal/bench
 //	go tool pprof -top cpu.out
 //
 // They are not part of the report; BENCHMARKS.md quotes their profiles
@@ -33,7 +34,7 @@ import (
 func profileRunner(tb testing.TB) *runner {
 	tb.Helper()
 	bin := binDir(tb)
-	cfg := Smoke(bin, tb.TempDir(), filepath.Join("..", "..", "configs", "nats-server.conf"))
+	cfg := Smoke(bin, tb.TempDir(), filepath.Join("..", "..", "..", "configs", "nats-server.conf"))
 	return &runner{cfg: cfg, progress: testWriter{tb}, report: &Report{}}
 }
 

@@ -3,7 +3,7 @@
 // Telegram outages, 429 storms and blocked chats, while thousands of orders
 // are placed; then it checks that every order was delivered once (or
 // dead-lettered with a reason) and in order, and prints the figures. It is
-// what `make chaos` runs; the logic is internal/chaos and
+// what `make chaos` runs; the logic is tools/internal/chaos and
 // docs/RELIABILITY.md describes it.
 //
 //	chaos [-seed N] [-duration 25m] [-dir .chaos] [-bin ./bin] [-v]
@@ -27,7 +27,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tgnotify/tgnotify/internal/chaos"
+	"github.com/tgnotify/tgnotify/tools/internal/chaos"
 )
 
 // Exit statuses.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"

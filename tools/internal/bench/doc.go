@@ -1,4 +1,4 @@
-// Package bench is the benchmark suite behind `make bench` (cmd/bench): every
+// Package bench is the benchmark suite behind `make bench` (tools/cmd/bench): every
 // performance claim of the project measured as a ratio against the reference
 // it approaches, side by side in the same run, on the machine at hand.
 //

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/tgnotify/tgnotify/examples/shop/shop"
+	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
