@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/httpgate"
 )
 
 // Client calls the Telegram Bot API. It is safe for concurrent use.
@@ -25,7 +27,7 @@ type Client struct {
 	baseURL string
 	http    *http.Client
 	// gated is true when http is the client's own, whose connections run
-	// admission checks on their first write (admission.go).
+	// admission checks on their first write (internal/httpgate).
 	gated   bool
 	timeout time.Duration
 	logger  *slog.Logger
@@ -108,18 +110,8 @@ func normalizeBaseURL(raw string) (string, error) {
 // (admission.go). The Bot API serves HTTP/1.1 as well as HTTP/2, and the pool
 // keeps up to 64 connections to it.
 func newHTTPClient() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           gateDialer(dialer.DialContext),
-			ForceAttemptHTTP2:     false,
-			MaxIdleConns:          128,
-			MaxIdleConnsPerHost:   64,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		},
+		Transport:     httpgate.NewTransport(httpgate.Options{}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
@@ -194,29 +186,7 @@ func (c *Client) do(ctx context.Context, method string, params, result any) (int
 	// wrote records whether the request reached the connection: after that,
 	// a failure may hide a delivered message.
 	var wrote atomic.Bool
-	admit := admissionFrom(ctx)
-	var refused atomic.Pointer[error]
-	var check func() error
-	if admit != nil {
-		check = func() error {
-			err := admit()
-			if err != nil {
-				refused.Store(&err)
-			}
-			return err
-		}
-	}
 	trace := &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) {
-			if !c.gated {
-				return
-			}
-			if check == nil {
-				armGate(info, nil)
-				return
-			}
-			armGate(info, &check)
-		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
 				wrote.Store(true)
@@ -230,17 +200,10 @@ func (c *Client) do(ctx context.Context, method string, params, result any) (int
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	if check != nil && !c.gated {
-		// A transport of the caller's: check just before handing it over.
-		if err := check(); err != nil {
-			return 0, &NotSentError{Method: method, Err: err}
-		}
-	}
-
-	resp, err := c.http.Do(req)
+	resp, err := httpgate.Do(c.http, c.gated, req)
 	if err != nil {
-		if r := refused.Load(); r != nil {
-			return 0, &NotSentError{Method: method, Err: *r}
+		if ns, ok := err.(*httpgate.NotSentError); ok {
+			return 0, &NotSentError{Method: method, Err: ns.Err}
 		}
 		return 0, c.networkError(ctx, reqCtx, method, err, wrote.Load())
 	}

@@ -390,3 +390,35 @@ func TestConnectionReuse(t *testing.T) {
 		t.Errorf("20 sequential requests opened %d connections, want 1", n)
 	}
 }
+
+// A request whose admission check refuses it is never written: the emulator
+// sees nothing, the call fails with NotSentError, and Classify says not
+// sent (no attempt spent). An admitted one goes as usual.
+func TestAdmissionRefusedRequestIsNotSent(t *testing.T) {
+	b := setup(t, emulator.Config{})
+	ctx := context.Background()
+	if _, err := b.client.SendMessage(ctx, botapi.SendMessageParams{ChatID: 1, Text: "warm the pool"}); err != nil {
+		t.Fatal(err)
+	}
+	paused := errors.New("paused by a 429")
+	for range 5 {
+		_, err := b.client.SendMessage(botapi.WithAdmission(ctx, func() error { return paused }), botapi.SendMessageParams{ChatID: 1, Text: "no"})
+		var ns *botapi.NotSentError
+		if !errors.As(err, &ns) || !errors.Is(err, paused) || ns.Method != "sendMessage" {
+			t.Fatalf("refused send = %v, want a NotSentError for sendMessage wrapping the refusal", err)
+		}
+		if d := botapi.Classify(err); d.Action != botapi.ActionNotSent {
+			t.Fatalf("Classify(refused) = %v, want not_sent", d)
+		}
+	}
+	if got := b.emu.Stats().ByMethod["sendMessage"]; got != 1 {
+		t.Fatalf("the emulator saw %d sendMessage requests, want 1 (the refused ones never left)", got)
+	}
+	admitted := 0
+	if _, err := b.client.SendMessage(botapi.WithAdmission(ctx, func() error { admitted++; return nil }), botapi.SendMessageParams{ChatID: 1, Text: "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	if admitted == 0 || b.emu.Stats().ByMethod["sendMessage"] != 2 {
+		t.Fatalf("admitted send: check ran %d times, emulator saw %d", admitted, b.emu.Stats().ByMethod["sendMessage"])
+	}
+}

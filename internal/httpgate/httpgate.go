@@ -1,0 +1,160 @@
+// Package httpgate runs a delivery engine's admission check at the last
+// possible moment of an HTTP request: on the connection's first write of the
+// request. A request refused there never reaches the provider, so an engine
+// that has just read a 429 can stop every request not yet on the wire.
+//
+// It works with transports made by [NewTransport], which speak HTTP/1.1 only:
+// a connection then carries one request at a time, and the check armed by
+// one request (in the GotConn trace hook, before the transport's writer
+// starts) cannot fire for another. With any other transport [Do] runs the
+// check just before handing the request over.
+package httpgate
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+)
+
+// admissionKey carries an admission check in a request's context.
+type admissionKey struct{}
+
+// WithAdmission returns a context whose requests ask admit, as the last
+// thing before they are written, whether they may be written at all. admit
+// may be called more than once for one request (the transport retries a
+// request on a new connection when a kept-alive one turned out closed before
+// anything was written); it must answer the same each time.
+func WithAdmission(ctx context.Context, admit func() error) context.Context {
+	return context.WithValue(ctx, admissionKey{}, admit)
+}
+
+// Admission returns the check carried by ctx, or nil.
+func Admission(ctx context.Context) func() error {
+	f, _ := ctx.Value(admissionKey{}).(func() error)
+	return f
+}
+
+// NotSentError is returned when a request was not written because its
+// admission check refused it: the provider has certainly not seen it.
+type NotSentError struct {
+	// Err is the admission check's error.
+	Err error
+}
+
+func (e *NotSentError) Error() string { return fmt.Sprintf("not sent: %v", e.Err) }
+
+// Unwrap returns the admission check's error.
+func (e *NotSentError) Unwrap() error { return e.Err }
+
+// Options tune NewTransport.
+type Options struct {
+	// DialTimeout bounds a dial; default 10s.
+	DialTimeout time.Duration
+	// MaxIdleConnsPerHost is the pool kept per provider host; default 64.
+	MaxIdleConnsPerHost int
+}
+
+// NewTransport returns an HTTP/1.1 transport whose connections run the
+// admission check of the request they carry on its first write, with a pool
+// sized for a worker sending in parallel to one host.
+func NewTransport(o Options) *http.Transport {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	if o.MaxIdleConnsPerHost <= 0 {
+		o.MaxIdleConnsPerHost = 64
+	}
+	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &gateConn{Conn: c}, nil
+		},
+		ForceAttemptHTTP2:     false,
+		MaxIdleConns:          2 * o.MaxIdleConnsPerHost,
+		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// gateConn runs the armed check on the next write.
+type gateConn struct {
+	net.Conn
+	gate atomic.Pointer[func() error]
+}
+
+func (c *gateConn) Write(p []byte) (int, error) {
+	if g := c.gate.Swap(nil); g != nil {
+		if err := (*g)(); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+// arm sets check on the connection the transport picked (unwrapping TLS).
+// Every request arms its connection, with nil when it has no check, so a
+// check left by a request that never wrote cannot fire for the next one.
+func arm(info httptrace.GotConnInfo, check *func() error) bool {
+	conn := info.Conn
+	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		conn = tc.NetConn()
+	}
+	gc, ok := conn.(*gateConn)
+	if !ok {
+		return false
+	}
+	gc.gate.Store(check)
+	return true
+}
+
+// Do sends req with c, running the admission check its context carries:
+// on the connection's first write when c's transport came from
+// NewTransport (gated true), otherwise just before. When the check refuses,
+// Do returns a *NotSentError wrapping its error and nothing was sent.
+func Do(c *http.Client, gated bool, req *http.Request) (*http.Response, error) {
+	admit := Admission(req.Context())
+	var refused atomic.Pointer[error]
+	var check func() error
+	if admit != nil {
+		check = func() error {
+			err := admit()
+			if err != nil {
+				refused.Store(&err)
+			}
+			return err
+		}
+	}
+	if gated {
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			if check == nil {
+				arm(info, nil)
+				return
+			}
+			arm(info, &check)
+		}}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	} else if check != nil {
+		if err := check(); err != nil {
+			return nil, &NotSentError{Err: err}
+		}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		if r := refused.Load(); r != nil {
+			return nil, &NotSentError{Err: *r}
+		}
+		return nil, err
+	}
+	return resp, nil
+}
