@@ -112,9 +112,13 @@ replay_one() {
 		subject=$(sed 's/^dead\.//' "$tmp/subject")
 	fi
 	case $subject in
-	notify.telegram.*) ;;
+	notify.events.*)
+		echo "#$seq: original subject \"$subject\" is an event, not a notification; not replayed" >&2
+		return 1
+		;;
+	notify.*.*) ;;
 	*)
-		echo "#$seq: original subject \"$subject\" is not notify.telegram.<chat>; not replayed" >&2
+		echo "#$seq: original subject \"$subject\" is not notify.<channel>.<recipient>; not replayed" >&2
 		return 1
 		;;
 	esac
@@ -166,9 +170,11 @@ scan() {
 }
 
 list_one() {
-	chat=$(sed 's/^dead\.notify\.telegram\.//' "$tmp/subject")
-	printf '%-7s %-20s %-15s %-15s %s  %s %s\n' "$1" "$(header Notify-Dead-At | cut -c1-19)" \
-		"$(header Notify-Reason)" "$chat" "$(header Notify-Key)" \
+	# dead.notify.<channel>.<reason>.<recipient>
+	channel=$(sed -n 's/^dead\.notify\.\([^.]*\)\..*/\1/p' "$tmp/subject")
+	recipient=$(sed -n 's/^dead\.notify\.[^.]*\.[^.]*\.//p' "$tmp/subject")
+	printf '%-7s %-20s %-9s %-17s %-15s %s  %s %s\n' "$1" "$(header Notify-Dead-At | cut -c1-19)" \
+		"${channel:-?}" "$(header Notify-Reason)" "${recipient:-?}" "$(header Notify-Key)" \
 		"$(header Notify-Error-Code)" "$(header Notify-Error-Description)"
 }
 

@@ -126,6 +126,9 @@ the file. The bot token is read from $TELEGRAM_BOT_TOKEN or -token-file.
 	if s.reqTimeout <= 0 {
 		return nil, daemon.UsageError{Err: fmt.Errorf("-request-timeout %v must be positive", s.reqTimeout)}
 	}
+	// The engine applies the request timeout to each attempt, and raises it
+	// while Telegram answers slowly.
+	w.RequestTimeout = s.reqTimeout
 	return s, nil
 }
 

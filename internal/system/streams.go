@@ -18,7 +18,7 @@ import (
 type DeadLetter struct {
 	// Seq is its sequence in NOTIFY_DEAD.
 	Seq uint64
-	// Subject is dead.notify.telegram.<chat>.
+	// Subject is dead.notify.<channel>.<reason>.<recipient>.
 	Subject string
 	// Key is the notification's idempotency key (Notify-Key).
 	Key string

@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -105,7 +106,8 @@ func (e *Env) Client(token string) *botapi.Client {
 	return c
 }
 
-// Publish puts a notification on its subject, as the publisher would.
+// Publish puts a notification on its subject (the first channel of its
+// route), as the publisher would.
 func (e *Env) Publish(n notify.Notification) uint64 {
 	e.T.Helper()
 	if n.CreatedAt.IsZero() {
@@ -115,7 +117,13 @@ func (e *Env) Publish(n notify.Notification) uint64 {
 	if err != nil {
 		e.T.Fatalf("encoding %s: %v", n.Key, err)
 	}
-	ack, err := e.JS.PublishMsg(context.Background(), jetstream.NotificationMsg(n.ChatID, n.Key, n.CreatedAt, notify.PayloadContentType, payload))
+	n.Normalize()
+	token, err := n.Recipient(n.Route[0])
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	subject := jetstream.Subject(string(n.Route[0]), token)
+	ack, err := e.JS.PublishMsg(context.Background(), jetstream.Msg(subject, n.Key, n.CreatedAt, notify.PayloadContentType, payload))
 	if err != nil {
 		e.T.Fatalf("publishing %s: %v", n.Key, err)
 	}
@@ -130,6 +138,38 @@ func (e *Env) PublishRaw(subject string, body []byte, headers nats.Header) uint6
 		e.T.Fatalf("publishing to %s: %v", subject, err)
 	}
 	return ack.Sequence
+}
+
+// Events returns the events of one kind (delivered, fallback, dead) stored
+// in NOTIFY so far.
+func (e *Env) Events(kind string) []delivery.Event {
+	e.T.Helper()
+	ctx := context.Background()
+	s, err := e.JS.Stream(ctx, jetstream.StreamNotify)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	var out []delivery.Event
+	c, err := s.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{"notify.events." + kind}})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	n, err := c.Info(ctx)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	for left := n.NumPending; left > 0; left-- {
+		m, err := c.Next(natsjs.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			e.T.Fatalf("reading events: %v", err)
+		}
+		var ev delivery.Event
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			e.T.Fatalf("event %s: %v", m.Data(), err)
+		}
+		out = append(out, ev)
+	}
+	return out
 }
 
 // DeadLetters returns every message stored in NOTIFY_DEAD.
@@ -176,6 +216,10 @@ type WorkerOptions struct {
 	API telegram.Sender
 	// NC overrides the NATS connection the worker uses.
 	NC *nats.Conn
+	// Channel, when set, is the channel the worker drives instead of
+	// Telegram; its consumer (<name>-worker on notify.<name>.>) is
+	// provisioned for it.
+	Channel delivery.Channel
 }
 
 // StartWorker provisions the worker's consumer and buckets and runs a
@@ -210,17 +254,27 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 	if err != nil {
 		e.T.Fatalf("provisioning worker: %v", err)
 	}
-	api := o.API
-	if api == nil {
-		token := o.Token
-		if token == "" {
-			token = Token
+	var ch delivery.Channel = o.Channel
+	if ch == nil {
+		api := o.API
+		if api == nil {
+			token := o.Token
+			if token == "" {
+				token = Token
+			}
+			api = e.Client(token)
 		}
-		api = e.Client(token)
-	}
-	ch, err := telegram.New(o.Telegram, api)
-	if err != nil {
-		e.T.Fatalf("creating the telegram channel: %v", err)
+		if ch, err = telegram.New(o.Telegram, api); err != nil {
+			e.T.Fatalf("creating the telegram channel: %v", err)
+		}
+	} else {
+		cfg := jetstream.WorkerConsumerConfig(o.Settings)
+		name := ch.Name()
+		cfg.Durable, cfg.Description = name+"-worker", "tgnotify "+name+" worker"
+		cfg.FilterSubject, cfg.PriorityGroups = "notify."+name+".>", []string{name}
+		if res.Consumer, err = js.CreateOrUpdateConsumer(ctx, jetstream.StreamNotify, cfg); err != nil {
+			e.T.Fatalf("provisioning the %s consumer: %v", name, err)
+		}
 	}
 	reg := prometheus.NewRegistry()
 	w, err := delivery.New(o.Config, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: e.Log, Registry: reg})

@@ -77,25 +77,34 @@ const (
 	ReasonBots         = "bots"           // the recipient is a bot
 	ReasonChatNotFound = "chat_not_found" // wrong or deleted chat id
 	ReasonNoRights     = "no_rights"      // no rights to write in the chat
+	ReasonChatDeleted  = "chat_deleted"   // the group chat was deleted
+	ReasonUserNotFound = "user_not_found" // no such user
+	ReasonCantSend     = "cant_send"      // bot can't send messages to the user
+	// ReasonForbiddenUnknown: a 403 whose description is not known. Dead,
+	// chat level, counted apart so the table of known descriptions grows.
+	ReasonForbiddenUnknown = "forbidden_unknown"
 
-	// Dead, message level: the chat is fine, this text is not.
-	ReasonContent = "content" // too long, empty, or markup that can't be parsed
+	// Dead, message level: the chat is fine, this message is not.
+	ReasonContent     = "content"      // too long, empty, or markup that can't be parsed
+	ReasonTopicClosed = "topic_closed" // the forum topic is closed
+	// ReasonBadRequest: a 400 whose description is not known. Dead,
+	// message level, counted apart so the table of known descriptions
+	// grows.
+	ReasonBadRequest = "bad_request"
 
 	// Non-dead outcomes.
-	ReasonDelivered        = "delivered"
-	ReasonRateLimited      = "rate_limited"
-	ReasonMigrated         = "migrated"
-	ReasonUnauthorized     = "unauthorized"
-	ReasonMethodNotFound   = "method_not_found"
-	ReasonServer           = "server"
-	ReasonNetwork          = "network"
-	ReasonTimeout          = "timeout"
-	ReasonBadResponse      = "bad_response"
-	ReasonForbiddenUnknown = "forbidden_unknown"
-	ReasonBadRequest       = "bad_request"
-	ReasonCanceled         = "canceled"
-	ReasonNotSent          = "not_sent"
-	ReasonUnknown          = "unknown"
+	ReasonDelivered      = "delivered"
+	ReasonRateLimited    = "rate_limited"
+	ReasonMigrated       = "migrated"
+	ReasonUnauthorized   = "unauthorized"
+	ReasonMethodNotFound = "method_not_found"
+	ReasonServer         = "server"
+	ReasonNetwork        = "network"
+	ReasonTimeout        = "timeout"
+	ReasonBadResponse    = "bad_response"
+	ReasonCanceled       = "canceled"
+	ReasonNotSent        = "not_sent"
+	ReasonUnknown        = "unknown"
 )
 
 // DefaultRetryAfter is the wait Classify reports for a 429 that says neither
@@ -122,12 +131,24 @@ type Decision struct {
 	// MaybeDelivered is true when Telegram may have delivered the message
 	// despite the error (see ErrMaybeDelivered): retrying may duplicate it.
 	MaybeDelivered bool
+	// Unrecognised is true for a permanent answer whose description is not
+	// known (an unrecognised 400 or 403): count these, so that the table of
+	// known descriptions grows from what production sees.
+	Unrecognised bool
 }
 
 // ChatDead reports whether the decision marks the whole chat unreachable:
-// ActionDead with any reason except content.
+// ActionDead with any reason except the message-level ones (content,
+// topic_closed, bad_request).
 func (d Decision) ChatDead() bool {
-	return d.Action == ActionDead && d.Reason != ReasonContent
+	if d.Action != ActionDead {
+		return false
+	}
+	switch d.Reason {
+	case ReasonContent, ReasonTopicClosed, ReasonBadRequest:
+		return false
+	}
+	return true
 }
 
 // String formats the decision for logs.
@@ -169,6 +190,14 @@ func deadReason(k kind) (string, bool) {
 		return ReasonNoRights, true
 	case kindTooLong, kindTextEmpty, kindCantParse:
 		return ReasonContent, true
+	case kindChatDeleted:
+		return ReasonChatDeleted, true
+	case kindUserNotFound:
+		return ReasonUserNotFound, true
+	case kindCantSend:
+		return ReasonCantSend, true
+	case kindTopicClosed:
+		return ReasonTopicClosed, true
 	}
 	return "", false
 }
@@ -188,15 +217,14 @@ func deadReason(k kind) (string, bool) {
 //     method is wrong; every request would fail the same way).
 //   - *Error 400/403 with a known permanent description: ActionDead with
 //     reason blocked, deactivated, kicked, not_member, cant_initiate, bots,
-//     chat_not_found, no_rights or content.
-//   - *Error 403 with any other description: ActionBackoff, reason
-//     forbidden_unknown. An unknown 403 is not proof the chat is dead
-//     ("bot can't send messages to the user" is reported to be temporary).
-//   - *Error 400 with any other description: ActionBackoff, reason
-//     bad_request. Telegram adds and rewords descriptions; dead-lettering on
-//     an unrecognised text could lose messages, while the worker's attempt
-//     budget bounds the cost of retrying one that is really permanent (its
-//     dead letter then carries the code and description).
+//     chat_not_found, no_rights, chat_deleted, user_not_found, cant_send
+//     (the chat is dead), or content, topic_closed (this message is).
+//   - *Error 403 with any other description: ActionDead, reason
+//     forbidden_unknown, Unrecognised: the same request does not become
+//     good by repeating it, so the chat is treated as dead (and a
+//     notification with a fallback channel goes there).
+//   - *Error 400 with any other description: ActionDead, reason
+//     bad_request, Unrecognised: a permanent failure of this message.
 //   - *Error 5xx: ActionBackoff, reason server.
 //   - *Error with any other code (409, 420, …): ActionBackoff, reason unknown.
 //   - *ResponseError 401: ActionHalt; 429: ActionRetryAfter (Retry-After
@@ -260,9 +288,9 @@ func classifyAPIError(e *Error) Decision {
 	case kindServer:
 		d.Action, d.Reason, d.MaybeDelivered = ActionBackoff, ReasonServer, maybeDeliveredStatus(e.Code)
 	case kindForbiddenUnknown:
-		d.Action, d.Reason = ActionBackoff, ReasonForbiddenUnknown
+		d.Action, d.Reason, d.Unrecognised = ActionDead, ReasonForbiddenUnknown, true
 	case kindBadRequestUnknown:
-		d.Action, d.Reason = ActionBackoff, ReasonBadRequest
+		d.Action, d.Reason, d.Unrecognised = ActionDead, ReasonBadRequest, true
 	default:
 		d.Action, d.Reason = ActionBackoff, ReasonUnknown
 	}

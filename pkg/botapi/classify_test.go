@@ -119,10 +119,38 @@ func TestClassifyRecordedResponses(t *testing.T) {
 			is: []error{botapi.ErrBlocked, botapi.ErrRecipientIsBot},
 		},
 		{
-			name:   "unknown 403 is not proof of a dead chat",
+			name:   "can't send messages to the user",
 			status: 403,
 			body:   `{"ok":false,"error_code":403,"description":"Forbidden: bot can't send messages to the user"}`,
-			action: botapi.ActionBackoff, reason: botapi.ReasonForbiddenUnknown,
+			action: botapi.ActionDead, reason: botapi.ReasonCantSend,
+			is: []error{botapi.ErrCantSendToUser}, isNot: []error{botapi.ErrBlocked, botapi.ErrForbiddenUnknown},
+		},
+		{
+			name:   "group chat deleted",
+			status: 403,
+			body:   `{"ok":false,"error_code":403,"description":"Forbidden: the group chat was deleted"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonChatDeleted,
+			is: []error{botapi.ErrChatDeleted},
+		},
+		{
+			name:   "user not found",
+			status: 400,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: user not found"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonUserNotFound,
+			is: []error{botapi.ErrUserNotFound}, isNot: []error{botapi.ErrBadRequestUnknown},
+		},
+		{
+			name:   "topic closed",
+			status: 400,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: TOPIC_CLOSED"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonTopicClosed,
+			is: []error{botapi.ErrTopicClosed},
+		},
+		{
+			name:   "unknown 403 is a dead chat, counted apart",
+			status: 403,
+			body:   `{"ok":false,"error_code":403,"description":"Forbidden: something new"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonForbiddenUnknown,
 			is: []error{botapi.ErrForbiddenUnknown}, isNot: []error{botapi.ErrBlocked, botapi.ErrRecipientIsBot},
 		},
 		{
@@ -149,7 +177,7 @@ func TestClassifyRecordedResponses(t *testing.T) {
 			name:   "migration wording without the parameter is not a migration",
 			status: 400,
 			body:   `{"ok":false,"error_code":400,"description":"Bad Request: group chat was migrated to a supergroup chat"}`,
-			action: botapi.ActionBackoff, reason: botapi.ReasonBadRequest,
+			action: botapi.ActionDead, reason: botapi.ReasonBadRequest,
 			isNot: []error{botapi.ErrMigrated},
 		},
 		{
@@ -200,10 +228,10 @@ func TestClassifyRecordedResponses(t *testing.T) {
 			action: botapi.ActionDead, reason: botapi.ReasonNoRights,
 		},
 		{
-			name:   "unknown 400",
+			name:   "unknown 400 is a permanent failure of the message",
 			status: 400,
 			body:   `{"ok":false,"error_code":400,"description":"Bad Request: BUTTON_URL_INVALID"}`,
-			action: botapi.ActionBackoff, reason: botapi.ReasonBadRequest,
+			action: botapi.ActionDead, reason: botapi.ReasonBadRequest,
 			is: []error{botapi.ErrBadRequestUnknown}, isNot: []error{botapi.ErrContent},
 		},
 		{
@@ -402,7 +430,10 @@ func TestDecisionChatDead(t *testing.T) {
 		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonBlocked}, true},
 		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonChatNotFound}, true},
 		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonContent}, false},
-		{botapi.Decision{Action: botapi.ActionBackoff, Reason: botapi.ReasonForbiddenUnknown}, false},
+		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonForbiddenUnknown}, true},
+		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonBadRequest}, false},
+		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonTopicClosed}, false},
+		{botapi.Decision{Action: botapi.ActionBackoff, Reason: botapi.ReasonServer}, false},
 	} {
 		if got := tt.d.ChatDead(); got != tt.want {
 			t.Errorf("%v.ChatDead() = %v, want %v", tt.d, got, tt.want)

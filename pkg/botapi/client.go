@@ -180,7 +180,7 @@ func (c *Client) do(ctx context.Context, method string, params, result any) (int
 	if err != nil {
 		return 0, fmt.Errorf("botapi: %s: encoding parameters: %w", method, err)
 	}
-	reqCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	reqCtx, cancel := context.WithTimeout(ctx, timeoutFrom(ctx, c.timeout))
 	defer cancel()
 
 	// wrote records whether the request reached the connection: after that,

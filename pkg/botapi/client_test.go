@@ -196,7 +196,7 @@ func TestErrorsFromEmulator(t *testing.T) {
 		{"not found", botapi.SendMessageParams{ChatID: 1003, Text: "x"}, botapi.ActionDead, botapi.ReasonChatNotFound, botapi.ErrChatNotFound, 0},
 		{"migrated", botapi.SendMessageParams{ChatID: -1004, Text: "x"}, botapi.ActionMigrate, botapi.ReasonMigrated, botapi.ErrMigrated, -1001000001004},
 		{"kicked", botapi.SendMessageParams{ChatID: -1001000001005, Text: "x"}, botapi.ActionDead, botapi.ReasonKicked, botapi.ErrKicked, 0},
-		{"unknown 403", botapi.SendMessageParams{ChatID: 1006, Text: "x"}, botapi.ActionBackoff, botapi.ReasonForbiddenUnknown, botapi.ErrForbiddenUnknown, 0},
+		{"can't send to the user", botapi.SendMessageParams{ChatID: 1006, Text: "x"}, botapi.ActionDead, botapi.ReasonCantSend, botapi.ErrCantSendToUser, 0},
 		{"too long", botapi.SendMessageParams{ChatID: 2001, Text: strings.Repeat("я", 4097)}, botapi.ActionDead, botapi.ReasonContent, botapi.ErrMessageTooLong, 0},
 		{"empty", botapi.SendMessageParams{ChatID: 2002, Text: "  "}, botapi.ActionDead, botapi.ReasonContent, botapi.ErrMessageEmpty, 0},
 		{"bad HTML", botapi.SendMessageParams{ChatID: 2003, Text: "1 < 2", ParseMode: botapi.ParseModeHTML}, botapi.ActionDead, botapi.ReasonContent, botapi.ErrCantParseEntities, 0},

@@ -26,6 +26,10 @@ const (
 	kindForbiddenUnknown
 	kindBadRequestUnknown
 	kindServer
+	kindChatDeleted
+	kindUserNotFound
+	kindCantSend
+	kindTopicClosed
 )
 
 // knownDescriptions maps lower-case description prefixes, as they follow
@@ -51,6 +55,15 @@ var knownDescriptions = [...]struct {
 	{"message is too long", kindTooLong},
 	{"message text is empty", kindTextEmpty},
 	{"can't parse entities", kindCantParse},
+	{"the group chat was deleted", kindChatDeleted},
+	{"group chat was deleted", kindChatDeleted},
+	{"user not found", kindUserNotFound},
+	// Reported to be temporary at times (a privacy setting, a restriction
+	// that is lifted); it is a dead recipient all the same: the same
+	// request does not become good by repeating it, and a notification
+	// with a fallback channel reaches the customer there at once.
+	{"bot can't send messages to the user", kindCantSend},
+	{"topic_closed", kindTopicClosed},
 }
 
 // statusPhrases are the prefixes Telegram puts before the specific part of a

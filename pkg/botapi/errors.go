@@ -59,9 +59,18 @@ var (
 	// ErrCantParseEntities matches 400 "Bad Request: can't parse entities: …".
 	ErrCantParseEntities error = newSentinel("can't parse entities", kindCantParse)
 
+	// ErrChatDeleted matches 403 "Forbidden: the group chat was deleted".
+	ErrChatDeleted error = newSentinel("group chat was deleted", kindChatDeleted)
+	// ErrUserNotFound matches 400 "Bad Request: user not found".
+	ErrUserNotFound error = newSentinel("user not found", kindUserNotFound)
+	// ErrCantSendToUser matches 403 "Forbidden: bot can't send messages to
+	// the user".
+	ErrCantSendToUser error = newSentinel("bot can't send messages to the user", kindCantSend)
+	// ErrTopicClosed matches 400 "Bad Request: TOPIC_CLOSED".
+	ErrTopicClosed error = newSentinel("topic closed", kindTopicClosed)
+
 	// ErrForbiddenUnknown matches a 403 whose description is not one of the
-	// known permanent ones, such as "bot can't send messages to the user".
-	// It is not proof that the chat is dead.
+	// known ones.
 	ErrForbiddenUnknown error = newSentinel("unrecognised forbidden", kindForbiddenUnknown)
 	// ErrBadRequestUnknown matches a 400 whose description is not recognised.
 	ErrBadRequestUnknown error = newSentinel("unrecognised bad request", kindBadRequestUnknown)

@@ -76,7 +76,7 @@ func ExampleClassify() {
 	// ack
 	// pause sending for 9s
 	// resend to -1001234567890
-	// retry later: forbidden_unknown
+	// dead-letter: cant_send chat dead: true
 	// dead-letter: content chat dead: false
 	// stop everything: unauthorized
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // stateRetry is how long a lane waits after JetStream could not be read or
@@ -16,40 +17,67 @@ const stateRetry = time.Second
 // maxRedirects bounds how many redirects one attempt follows.
 const maxRedirects = 3
 
-// attempt makes one attempt at a job: it skips what must not be sent (dead
-// recipient, expired, already delivered), has the channel send it, and
-// carries out the outcome that needs I/O (delivery record and ack, dead
-// letter, attempt count, events). It runs on its own goroutine; what changes
-// the dispatcher's state is reported in the result.
+// Reasons of the engine's own give-ups besides ReasonPoison,
+// ReasonMaxAttempts and ReasonExpired.
+const (
+	// ReasonFallbackTimeout: the channel did not deliver within the
+	// notification's fallback_after; it moves to the next channel.
+	ReasonFallbackTimeout = "fallback_timeout"
+)
+
+// attempt makes one attempt at a job: it skips what must not be sent
+// (already delivered, dead recipient, expired, out of attempts, past its
+// fallback deadline), has the channel send it, and carries out the outcome
+// that needs I/O (delivery record and ack, fallback to the next channel,
+// dead letter, attempt count, events). It runs on its own goroutine; what
+// changes the dispatcher's state is reported in the result.
 func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	now := w.now()
-	if d, ok := w.store.state.deadRecipient(target); ok {
-		return w.finishDead(ctx, j, letter{reason: d.Reason, code: d.Code,
-			description: fmt.Sprintf("recipient %s was found dead at %s: %s", target, d.At.Format(time.RFC3339), d.Description)}, false)
-	}
-	if j.n.Expired(now) {
-		return w.finishDead(ctx, j, letter{reason: ReasonExpired,
-			description: "notification expired at " + j.n.ExpiresAt.Format(time.RFC3339) + " before it could be sent"}, false)
-	}
-	sent, err := w.store.isDelivered(ctx, j.n.Key)
+	sent, rec, err := w.store.isDelivered(ctx, j.n.Key)
 	if err != nil {
 		w.log.Warn("cannot read the delivery record; retrying later", "key", j.n.Key, "err", err)
 		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
 	}
 	if sent {
+		// Delivered before, on this channel or another one of the route (a
+		// redelivery, a republish, a replay, or a fallback copy that lost
+		// the race to a late success): never twice.
 		w.ack(ctx, j)
+		if rec != nil {
+			w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt)
+		}
 		w.m.alreadyDelivered.Inc()
 		w.stats.already.Add(1)
 		w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)
 		return result{job: j, disp: moveOn, at: now}
 	}
+	if d, ok := w.store.state.deadRecipient(target); ok {
+		return w.giveUp(ctx, j, target, letter{reason: d.Reason, code: d.Code,
+			description: fmt.Sprintf("recipient %s was found dead at %s: %s", target, d.At.Format(time.RFC3339), d.Description)}, true)
+	}
+	if j.n.Expired(now) {
+		return w.giveUp(ctx, j, target, letter{reason: ReasonExpired,
+			description: "notification expired at " + j.n.ExpiresAt.Format(time.RFC3339) + " before it could be sent"}, false)
+	}
 	prior := w.attemptsSoFar(ctx, j)
+	if prior >= w.cfg.MaxAttempts {
+		// Out of attempts already: a redelivery after the worker gave up
+		// and then died before terminating the message. Never one more
+		// request: the next channel may have it by now.
+		return w.giveUp(ctx, j, target, letter{reason: ReasonMaxAttempts, attempts: prior,
+			description: fmt.Sprintf("%d failed attempts", prior)}, true)
+	}
+	if dl := w.fallbackDeadline(j); !dl.IsZero() && !now.Before(dl) {
+		return w.giveUp(ctx, j, target, letter{reason: ReasonFallbackTimeout, attempts: prior,
+			description: fmt.Sprintf("not delivered on %s within %v", w.name, dl.Sub(j.since).Round(time.Second))}, true)
+	}
 	for hop := 0; ; hop++ {
 		o, t, refused, start, end := w.send(ctx, j, target, prior+1)
 		switch o.Kind {
 		case Delivered, Transient, Rejected, RecipientDead, Redirect, Halt, RetryAfter:
 			w.m.sendSeconds.Observe(end.Sub(start).Seconds())
 			w.m.requests.WithLabelValues(o.Kind.String()).Inc()
+			w.degrade.observe(end.Sub(start))
 		}
 		if o.Kind == RetryAfter {
 			// Paused here, before the ticket is settled: requests admitted
@@ -57,6 +85,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 			// is admitted after it (admission.go).
 			p := pause{Until: end.Add(o.Delay), Reason: "429 for recipient " + target}
 			crossing := w.adm.pauseFor(p)
+			w.degrade.rateLimited(end)
 			w.m.crossing.Add(float64(crossing))
 			w.stats.crossing.Add(int64(crossing))
 			t.settle(o)
@@ -96,10 +125,10 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 				w.log.Warn("permanent answer with an unrecognised description", "code", o.Code, "description", o.Description, "key", j.n.Key)
 			}
 			w.stats.window.add(end, false)
-			r := w.finishDead(ctx, j, letter{reason: o.Reason, code: o.Code, description: o.Description, attempts: prior + 1}, true)
-			if r.disp == moveOn && o.Kind == RecipientDead {
+			if o.Kind == RecipientDead {
 				w.recipientDied(ctx, j, target, o, end)
 			}
+			r := w.giveUp(ctx, j, target, letter{reason: o.Reason, code: o.Code, description: o.Description, attempts: prior + 1}, true)
 			r.called = true
 			return r
 
@@ -139,7 +168,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 // admission ticket its request took (nil when none was admitted) and the
 // refusal when admission said no.
 func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o Outcome, t *ticket, refused *NotAdmittedError, start, end time.Time) {
-	a := &Attempt{Notification: j.n, Recipient: target, Number: number}
+	a := &Attempt{Notification: j.n, Recipient: target, Number: number, Timeout: w.degrade.requestTimeout()}
 	// Admit may be called on another goroutine (the HTTP transport's
 	// writer), so its result is kept under a lock.
 	var mu sync.Mutex
@@ -180,32 +209,72 @@ func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o
 	return o, t, refused, start, end
 }
 
-// transient counts a failed attempt and decides between a retry and a dead
-// letter (max_attempts, or expired before the retry could happen).
+// transient counts a failed attempt and decides between a retry, a fallback
+// to the next channel (out of attempts) and a dead letter (expired before
+// the retry could happen).
 func (w *Worker) transient(ctx context.Context, j *job, o Outcome, now time.Time, prior int) result {
 	w.m.failures.WithLabelValues(o.Reason).Inc()
 	w.stats.window.add(now, false)
 	n := prior + 1
+	if err := w.store.setAttempts(ctx, j.n.Key, n, o.MaybeDelivered); err != nil {
+		w.log.Warn("cannot record the attempt count", "key", j.n.Key, "err", err)
+	}
 	if n >= w.cfg.MaxAttempts {
-		r := w.finishDead(ctx, j, letter{reason: ReasonMaxAttempts, code: o.Code, description: o.Description, attempts: n}, true)
+		r := w.giveUp(ctx, j, j.lane, letter{reason: ReasonMaxAttempts, code: o.Code, description: o.Description, attempts: n, maybeDelivered: o.MaybeDelivered}, true)
 		r.called = true
 		return r
 	}
 	delay := retryDelay(n, w.cfg.BackoffBase, w.cfg.BackoffCap, w.randN)
 	if !j.n.ExpiresAt.IsZero() && !now.Add(delay).Before(j.n.ExpiresAt) {
-		r := w.finishDead(ctx, j, letter{reason: ReasonExpired, code: o.Code,
-			description: fmt.Sprintf("notification expires at %s, before its retry; last error: %s", j.n.ExpiresAt.Format(time.RFC3339), o.Description), attempts: n}, true)
+		r := w.giveUp(ctx, j, j.lane, letter{reason: ReasonExpired, code: o.Code,
+			description: fmt.Sprintf("notification expires at %s, before its retry; last error: %s", j.n.ExpiresAt.Format(time.RFC3339), o.Description), attempts: n}, false)
 		r.called = true
 		return r
 	}
-	if err := w.store.setAttempts(ctx, j.n.Key, n); err != nil {
-		w.log.Warn("cannot record the attempt count", "key", j.n.Key, "err", err)
+	if dl := w.fallbackDeadline(j); !dl.IsZero() && now.Add(delay).After(dl) {
+		// Back by the fallback deadline, to move on to the next channel
+		// then rather than a backoff later.
+		delay = max(dl.Sub(now), parkGap)
 	}
 	w.stats.retries[min(n, 3)-1].Add(1)
 	w.m.retries.WithLabelValues(fmt.Sprint(min(n, 3))).Inc()
 	w.log.Warn("send failed; retrying", "key", j.n.Key, "recipient", j.lane, "attempt", n, "retry_in", delay,
 		"reason", o.Reason, "code", o.Code, "description", o.Description, "may_have_been_delivered", o.MaybeDelivered)
 	return result{job: j, disp: retryLater, delay: delay, at: now, called: true}
+}
+
+// fallbackDeadline is when the job's notification moves on to the next
+// channel of its route for taking too long on this one: FallbackAfter (the
+// notification's, else the configured one of its priority) after it reached
+// this channel. Zero when it never does (no next channel, or never).
+func (w *Worker) fallbackDeadline(j *job) time.Time {
+	if _, ok := j.n.Next(notify.Channel(w.name)); !ok {
+		return time.Time{}
+	}
+	d := j.n.FallbackAfter
+	if d == 0 {
+		d = w.cfg.FallbackTransactional
+		if j.n.Priority == notify.PriorityBulk {
+			d = w.cfg.FallbackBulk
+		}
+	}
+	if d <= 0 {
+		return time.Time{}
+	}
+	return j.since.Add(d)
+}
+
+// due reports whether a held job can be settled without a request, and so
+// without waiting for admission or a send token: it expired, its fallback
+// deadline passed, or its recipient is dead.
+func (w *Worker) due(now time.Time) func(*job) bool {
+	return func(j *job) bool {
+		if j.n.Expired(now) || w.store.state.dead(j.lane) {
+			return true
+		}
+		dl := w.fallbackDeadline(j)
+		return !dl.IsZero() && !now.Before(dl)
+	}
 }
 
 // attemptsSoFar reads the persisted attempt count; a first delivery has none.
@@ -220,18 +289,48 @@ func (w *Worker) attemptsSoFar(ctx context.Context, j *job) int {
 	return n
 }
 
-// finishDead dead-letters the job. If the dead letter cannot be stored the
-// message is retried later instead, without spending an attempt.
-func (w *Worker) finishDead(ctx context.Context, j *job, l letter, clearAttempts bool) result {
+// giveUp ends this channel's part in the job: when fallback is set and the
+// route has a next channel, the notification is published there first (and
+// the application told); then the message is dead-lettered on this channel
+// with its reason and terminated. A notification no channel can deliver
+// any more ends with a dead event. If JetStream does not take the fallback
+// or the dead letter, nothing is terminated: the message is tried again
+// later, without spending an attempt.
+//
+// Every step is idempotent (message ids), so a worker that dies in between
+// and gets the message again repeats them harmlessly; what made it give up
+// is persistent (a dead recipient, the attempt count, the clock), so it
+// gives up again instead of sending.
+func (w *Worker) giveUp(ctx context.Context, j *job, target string, l letter, fallback bool) result {
+	next, hasNext := notify.Channel(""), false
+	if fallback {
+		next, hasNext = j.n.Next(notify.Channel(w.name))
+	}
+	now := w.now()
+	if hasNext {
+		if err := w.store.fallback(ctx, j, next, l, now); err != nil {
+			w.log.Error("cannot hand the notification to the next channel; retrying later", "key", j.n.Key, "next", next, "err", err)
+			return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+		}
+		w.m.fallbacks.WithLabelValues(string(next), l.reason).Inc()
+		if l.maybeDelivered {
+			// The last request may have reached the provider after all:
+			// the one window in which the customer can get both.
+			w.m.fallbackMaybeDelivered.Inc()
+		}
+		w.events.fallback(j, next, l, now)
+		w.log.Info("moved to the next channel", "key", j.n.Key, "from", w.name, "to", next, "reason", l.reason)
+	}
 	if err := w.store.deadLetter(ctx, j, l); err != nil {
 		w.log.Error("cannot dead-letter; retrying later", "key", j.n.Key, "err", err)
 		return result{job: j, disp: retryHere, at: w.now(), delay: stateRetry}
 	}
 	w.countDead(l.reason)
-	if clearAttempts {
-		if err := w.store.clearAttempts(ctx, j.n.Key); err != nil {
-			w.log.Warn("cannot clear the attempt count", "key", j.n.Key, "err", err)
-		}
+	if !hasNext {
+		w.events.dead(j, l, now)
+	}
+	if err := w.store.clearAttempts(ctx, j.n.Key); err != nil {
+		w.log.Warn("cannot clear the attempt count", "key", j.n.Key, "err", err)
 	}
 	return result{job: j, disp: moveOn, at: w.now()}
 }
@@ -285,6 +384,7 @@ func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string
 		}
 	}
 	w.ack(ctx, j)
+	w.events.delivered(j.n.Key, w.name, target, rec.ProviderID, at)
 	w.log.Debug("delivered", "key", j.n.Key, "recipient", target, "provider_id", rec.ProviderID, "seq", j.seq)
 }
 

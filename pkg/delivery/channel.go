@@ -67,6 +67,10 @@ type Attempt struct {
 	// Number is the attempt's number among the failed ones so far plus
 	// one.
 	Number int
+	// Timeout bounds the request: the engine raises it while the provider
+	// answers slowly (graceful degradation). A channel applies it to its
+	// request, and reports a request it ended as Transient, not Canceled.
+	Timeout time.Duration
 
 	admit func() error
 }
@@ -88,7 +92,7 @@ func (a *Attempt) Admit() error {
 // NewAttempt builds an attempt outside the engine, for testing a channel;
 // admit may be nil (always admitted).
 func NewAttempt(n notify.Notification, recipient string, admit func() error) *Attempt {
-	return &Attempt{Notification: n, Recipient: recipient, Number: 1, admit: admit}
+	return &Attempt{Notification: n, Recipient: recipient, Number: 1, Timeout: DefaultRequestTimeout, admit: admit}
 }
 
 // OutcomeKind is what an attempt's answer means for delivery.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // Defaults of [Config], declared once: the daemons' flags take them from
@@ -23,6 +25,22 @@ const (
 	DefaultRememberDelivered = 100_000
 	DefaultStatsInterval     = 5 * time.Second
 	DefaultTakeoverGap       = 10 * time.Second
+	// DefaultFallbackTransactional is how long a transactional
+	// notification stays on a channel before it moves to the next one of
+	// its route (when it has no fallback_after of its own).
+	DefaultFallbackTransactional = 2 * time.Minute
+	// DefaultFallbackBulk is the same for bulk notifications: never; only a
+	// dead recipient, a refusal or exhausted attempts move them on.
+	DefaultFallbackBulk = notify.FallbackNever
+
+	// Graceful degradation (degrade.go).
+	DefaultRequestTimeout    = 10 * time.Second
+	DefaultMaxRequestTimeout = 60 * time.Second
+	DefaultSlowThreshold     = time.Second
+	DefaultMinRateFraction   = 0.1
+	DefaultStormThreshold    = 3
+	DefaultStormWindow       = time.Minute
+	DefaultBacklogThreshold  = 10_000
 )
 
 // Config tunes the engine. Zero values take the defaults documented on each
@@ -72,6 +90,30 @@ type Config struct {
 	// whether another worker still holds messages, and wait for them (see
 	// takeover.go). Default 10s, the default pinned TTL.
 	TakeoverGap time.Duration
+	// FallbackTransactional and FallbackBulk are how long a notification
+	// of each priority stays on a channel, when it does not say
+	// (fallback_after), before it moves to the next channel of its route.
+	// notify.FallbackNever: only a dead recipient, a refusal or exhausted
+	// attempts move it on. Defaults 2m and never.
+	FallbackTransactional, FallbackBulk time.Duration
+
+	// RequestTimeout bounds one request to the provider while answers are
+	// fast. Default 10s.
+	RequestTimeout time.Duration
+	// When the 90th percentile of answer times exceeds SlowThreshold, the
+	// send rate halves, down to MinRateFraction of the channel's, and the
+	// request timeout doubles, up to MaxRequestTimeout; both come back when
+	// answers are fast again. Defaults 1s, 0.1 and 60s.
+	SlowThreshold     time.Duration
+	MinRateFraction   float64
+	MaxRequestTimeout time.Duration
+	// StormThreshold 429s within StormWindow, or more than
+	// BacklogThreshold messages of the channel waiting (0: no backlog
+	// rule), make bulk notifications wait while transactional ones go.
+	// Defaults 3, 1m and 10000.
+	StormThreshold   int
+	StormWindow      time.Duration
+	BacklogThreshold int
 }
 
 // DefaultConfig returns the configuration with every default filled in.
@@ -90,6 +132,17 @@ func DefaultConfig() Config {
 		RememberDelivered: DefaultRememberDelivered,
 		StatsInterval:     DefaultStatsInterval,
 		TakeoverGap:       DefaultTakeoverGap,
+
+		FallbackTransactional: DefaultFallbackTransactional,
+		FallbackBulk:          DefaultFallbackBulk,
+
+		RequestTimeout:    DefaultRequestTimeout,
+		MaxRequestTimeout: DefaultMaxRequestTimeout,
+		SlowThreshold:     DefaultSlowThreshold,
+		MinRateFraction:   DefaultMinRateFraction,
+		StormThreshold:    DefaultStormThreshold,
+		StormWindow:       DefaultStormWindow,
+		BacklogThreshold:  DefaultBacklogThreshold,
 	}
 }
 
@@ -120,6 +173,17 @@ func (c Config) withDefaults() Config {
 	fillInt(&c.RememberDelivered, d.RememberDelivered)
 	fill(&c.StatsInterval, d.StatsInterval)
 	fill(&c.TakeoverGap, d.TakeoverGap)
+	fill(&c.FallbackTransactional, d.FallbackTransactional)
+	fill(&c.FallbackBulk, d.FallbackBulk)
+	fill(&c.RequestTimeout, d.RequestTimeout)
+	fill(&c.MaxRequestTimeout, max(d.MaxRequestTimeout, c.RequestTimeout))
+	fill(&c.SlowThreshold, d.SlowThreshold)
+	if c.MinRateFraction == 0 {
+		c.MinRateFraction = d.MinRateFraction
+	}
+	fillInt(&c.StormThreshold, d.StormThreshold)
+	fill(&c.StormWindow, d.StormWindow)
+	fillInt(&c.BacklogThreshold, d.BacklogThreshold)
 	return c
 }
 
@@ -159,5 +223,14 @@ func (c Config) Validate() error {
 	check(c.RememberDelivered >= 0, "RememberDelivered", c.RememberDelivered, "must not be negative")
 	check(c.StatsInterval > 0, "StatsInterval", c.StatsInterval, "must be positive")
 	check(c.TakeoverGap > 0, "TakeoverGap", c.TakeoverGap, "must be positive")
+	check(c.FallbackTransactional > 0 || c.FallbackTransactional == notify.FallbackNever, "FallbackTransactional", c.FallbackTransactional, "must be positive, or never")
+	check(c.FallbackBulk > 0 || c.FallbackBulk == notify.FallbackNever, "FallbackBulk", c.FallbackBulk, "must be positive, or never")
+	check(c.RequestTimeout > 0, "RequestTimeout", c.RequestTimeout, "must be positive")
+	check(c.MaxRequestTimeout >= c.RequestTimeout, "MaxRequestTimeout", c.MaxRequestTimeout, fmt.Sprintf("must be at least {RequestTimeout} (%v)", c.RequestTimeout))
+	check(c.SlowThreshold > 0, "SlowThreshold", c.SlowThreshold, "must be positive")
+	check(c.MinRateFraction > 0 && c.MinRateFraction <= 1, "MinRateFraction", c.MinRateFraction, "must be in (0, 1]")
+	check(c.StormThreshold >= 1, "StormThreshold", c.StormThreshold, "must be at least 1")
+	check(c.StormWindow > 0, "StormWindow", c.StormWindow, "must be positive")
+	check(c.BacklogThreshold >= 0, "BacklogThreshold", c.BacklogThreshold, "must not be negative (0 turns the rule off)")
 	return errors.Join(errs...)
 }

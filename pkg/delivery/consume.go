@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -194,7 +195,18 @@ func (w *Worker) decode(j *job) error {
 	if k := j.msg.Headers().Get(jetstream.HeaderKey); k != "" && k != n.Key {
 		return fmt.Errorf("%w: %s header %q does not match payload key %q", errPoison, jetstream.HeaderKey, k, n.Key)
 	}
+	if !slices.Contains(n.Route, notify.Channel(w.name)) {
+		return fmt.Errorf("%w: %s is not on the notification's route %v", errPoison, w.name, n.Route)
+	}
 	j.n = n
 	j.transactional = n.Priority != notify.PriorityBulk
+	j.since = n.CreatedAt
+	if v := j.msg.Headers().Get(jetstream.HeaderChannelSince); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return fmt.Errorf("%w: %s %q is not RFC 3339", errPoison, jetstream.HeaderChannelSince, v)
+		}
+		j.since = t
+	}
 	return nil
 }

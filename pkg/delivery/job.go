@@ -18,8 +18,12 @@ type job struct {
 	lane          string
 	n             notify.Notification
 	transactional bool
-	received      time.Time
-	progress      time.Time // last ack-timer reset (delivery or InProgress)
+	// since is when the notification reached this channel: its creation
+	// on the first channel of its route, the fallback's publication on the
+	// next ones.
+	since    time.Time
+	received time.Time
+	progress time.Time // last ack-timer reset (delivery or InProgress)
 	// pinEpoch is how often the worker had lost the pin when it received
 	// the message.
 	pinEpoch uint64

@@ -7,28 +7,35 @@ import (
 // metrics are the worker's Prometheus metrics, registered on an injected
 // registry. docs/RUNBOOK.md says what each means and what to do about it.
 type metrics struct {
-	sent             prometheus.Counter
-	alreadyDelivered prometheus.Counter
-	failures         *prometheus.CounterVec
-	rateLimited      prometheus.Counter
-	dead             *prometheus.CounterVec
-	retries          *prometheus.CounterVec
-	redirects        prometheus.Counter
-	crossing         prometheus.Counter
-	unrecognised     *prometheus.CounterVec
-	requests         *prometheus.CounterVec
-	breakerState     prometheus.Gauge
-	inFlight         prometheus.Gauge
-	held             prometheus.Gauge
-	parked           prometheus.Gauge
-	lanes            prometheus.Gauge
-	paused           prometheus.Gauge
-	halted           prometheus.Gauge
-	queueDepth       prometheus.Gauge
-	deadLetters      prometheus.Gauge
-	sendSeconds      prometheus.Histogram
-	deliverySeconds  prometheus.Histogram
-	recordErrors     prometheus.Counter
+	sent                   prometheus.Counter
+	alreadyDelivered       prometheus.Counter
+	failures               *prometheus.CounterVec
+	rateLimited            prometheus.Counter
+	dead                   *prometheus.CounterVec
+	retries                *prometheus.CounterVec
+	redirects              prometheus.Counter
+	crossing               prometheus.Counter
+	unrecognised           *prometheus.CounterVec
+	fallbacks              *prometheus.CounterVec
+	fallbackMaybeDelivered prometheus.Counter
+	eventErrors            prometheus.Counter
+	sendRate               prometheus.Gauge
+	requestTimeout         prometheus.Gauge
+	degradedSlow           prometheus.Gauge
+	sheddingBulk           prometheus.Gauge
+	requests               *prometheus.CounterVec
+	breakerState           prometheus.Gauge
+	inFlight               prometheus.Gauge
+	held                   prometheus.Gauge
+	parked                 prometheus.Gauge
+	lanes                  prometheus.Gauge
+	paused                 prometheus.Gauge
+	halted                 prometheus.Gauge
+	queueDepth             prometheus.Gauge
+	deadLetters            prometheus.Gauge
+	sendSeconds            prometheus.Histogram
+	deliverySeconds        prometheus.Histogram
+	recordErrors           prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
@@ -55,6 +62,20 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Requests admitted before a 429 was read and not answered when it was: they may reach the provider inside the pause. None is admitted after."}),
 		unrecognised: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "unrecognised_answers_total",
 			Help: "Permanent answers (an unrecognised 400 or 403) dead-lettered with a description the channel does not know, by reason and code: the table of known answers grows from these."}, []string{"reason", "code"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fallbacks_total",
+			Help: "Notifications handed to the next channel of their route, by that channel and the reason."}, []string{"to", "reason"}),
+		fallbackMaybeDelivered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fallbacks_after_maybe_delivered_total",
+			Help: "Fallbacks whose last request on this channel may have reached the provider (a timeout after it was written): the customer may get both."}),
+		eventErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "event_errors_total",
+			Help: "Events for the application (delivered, fallback, dead) that could not be published."}),
+		sendRate: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "send_rate",
+			Help: "The channel-wide send rate in force, requests per second: the channel's, or less while the provider answers slowly."}),
+		requestTimeout: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "request_timeout_seconds",
+			Help: "The request timeout in force: raised while the provider answers slowly."}),
+		degradedSlow: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "degraded_slow",
+			Help: "1 while the provider answers slowly and the worker sends slower, with a longer timeout."}),
+		sheddingBulk: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "shedding_bulk",
+			Help: "1 while bulk notifications wait (a 429 storm or a backlog) and transactional ones go."}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
 			Help: "Requests made to the provider, by outcome (delivered, retry_after, transient, rejected, recipient_dead, redirect, halt)."}, []string{"outcome"}),
 		breakerState: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "breaker_state",
@@ -85,7 +106,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Delivery records or acks that could not be written after a successful send (duplicate risk if the worker also dies)."}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.failures, m.rateLimited, m.dead, m.retries,
-		m.redirects, m.crossing, m.unrecognised, m.requests, m.breakerState, m.inFlight, m.held, m.parked, m.lanes, m.paused, m.halted,
+		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.sendRate, m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight, m.held, m.parked, m.lanes, m.paused, m.halted,
 		m.queueDepth, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

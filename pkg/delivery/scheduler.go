@@ -49,6 +49,9 @@ type scheduler struct {
 	// rate.
 	botNext  *rate.Reservation
 	inflight int
+	// shedBulk keeps bulk lanes from sending (graceful degradation: a 429
+	// storm or a backlog); they wait, or expire at their own deadline.
+	shedBulk bool
 }
 
 // schedConfig are the scheduler's limits.
@@ -268,7 +271,10 @@ func (s *scheduler) next(now time.Time) (*job, time.Time) {
 		}
 	}
 	var l *lane
-	for _, c := range s.classes {
+	for i, c := range s.classes {
+		if i == 1 && s.shedBulk {
+			break
+		}
 		soonest(c.promote(now))
 		if l == nil && c.eligible.Len() > 0 {
 			l = c.eligible.lanes[0]
@@ -307,6 +313,35 @@ func (s *scheduler) next(now time.Time) (*job, time.Time) {
 	}
 	s.inflight++
 	return j, time.Time{}
+}
+
+// setRate changes the channel-wide send rate from now on (graceful
+// degradation).
+func (s *scheduler) setRate(r rate.Limit, now time.Time) {
+	s.bot.SetLimitAt(now, r)
+}
+
+// due takes out of their lanes, as in flight, the head messages that can be
+// settled without a request — isDue says which: expired, past their
+// fallback deadline, to a dead recipient — whatever admission and the limits
+// say, so that a long pause, an open breaker or a halt does not keep them
+// from moving to the next channel of their route.
+func (s *scheduler) due(isDue func(*job) bool) []*job {
+	var out []*job
+	for _, l := range s.lanes {
+		if l.inflight != nil || len(l.queue) == 0 || !isDue(l.queue[0]) {
+			continue
+		}
+		if l.heap != nil {
+			heap.Remove(l.heap, l.heapIdx)
+		}
+		j := l.queue[0]
+		l.queue = l.queue[1:]
+		l.inflight = j
+		s.inflight++
+		out = append(out, j)
+	}
+	return out
 }
 
 // promote moves the lanes whose limit allows a send at now from waiting to

@@ -24,7 +24,7 @@ type fakeView struct {
 }
 
 func (v *fakeView) hold(r string) (hold, bool) { h, ok := v.holds[r]; return h, ok }
-func (v *fakeView) dead(r string) bool          { return v.deadSet[r] }
+func (v *fakeView) dead(r string) bool         { return v.deadSet[r] }
 
 // apply records hold changes the way the persister's local apply does.
 func (v *fakeView) apply(eff effects) {
@@ -52,7 +52,6 @@ func newTestScheduler(botRate float64) (*scheduler, *fakeView) {
 	s := newScheduler(schedConfig{rate: rate.Limit(botRate), laneRate: telegramRates, laneCap: 100, parkGrace: 40 * time.Second}, v)
 	return s, v
 }
-
 
 func mkJob(seq uint64, lane string) *job {
 	return &job{seq: seq, lane: lane, transactional: true, received: t0, progress: t0}

@@ -43,6 +43,10 @@ type Stats struct {
 	// rejected the credentials (401).
 	TokenRejected bool `json:"token_rejected"`
 	Consuming     bool `json:"consuming"`
+	// Degradation is the graceful degradation in force: a slower send rate
+	// and a longer request timeout while the provider answers slowly, bulk
+	// waiting during a 429 storm or a backlog.
+	Degradation degradation `json:"degradation"`
 }
 
 // statsView holds the figures /stats reports that no lock protects
@@ -53,13 +57,20 @@ type statsView struct {
 	retries                                 [3]atomic.Int64
 	window                                  window
 
-	mu sync.Mutex
-	c  counts
+	mu  sync.Mutex
+	c   counts
+	deg degradation
 }
 
 func (s *statsView) setCounts(c counts) {
 	s.mu.Lock()
 	s.c = c
+	s.mu.Unlock()
+}
+
+func (s *statsView) setDegradation(d degradation) {
+	s.mu.Lock()
+	s.deg = d
 	s.mu.Unlock()
 }
 
@@ -80,6 +91,7 @@ func (w *Worker) Stats() Stats {
 	s.RateLimited, s.Crossing429 = w.stats.limited.Load(), w.stats.crossing.Load()
 	w.stats.mu.Lock()
 	s.InFlight, s.Held, s.Parked, s.Lanes = w.stats.c.inflight, w.stats.c.held, w.stats.c.parked, w.stats.c.lanes
+	s.Degradation = w.stats.deg
 	w.stats.mu.Unlock()
 	s.DeadRecipients = w.store.state.deadCount()
 	if until := w.adm.pausedUntil(); until.After(now) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // store is the worker's JetStream side besides the consumer: delivery
@@ -79,23 +81,28 @@ func (s *store) remember(key string) {
 }
 
 // isDelivered reports whether a notification with this key was already
-// delivered, on any channel.
-func (s *store) isDelivered(ctx context.Context, key string) (bool, error) {
+// delivered, on any channel, with its record when it was read from the
+// bucket (nil when this process remembered the key).
+func (s *store) isDelivered(ctx context.Context, key string) (bool, *DeliveryRecord, error) {
 	s.mu.Lock()
 	_, ok := s.recent[key]
 	s.mu.Unlock()
 	if ok {
-		return true, nil
+		return true, nil, nil
 	}
-	_, err := s.delivered.Get(ctx, RecordKey(key))
+	e, err := s.delivered.Get(ctx, RecordKey(key))
 	switch {
 	case err == nil:
 		s.remember(key)
-		return true, nil
+		var rec DeliveryRecord
+		if json.Unmarshal(e.Value(), &rec) != nil || rec.Key != key {
+			return true, nil, nil
+		}
+		return true, &rec, nil
 	case errors.Is(err, natsjs.ErrKeyNotFound):
-		return false, nil
+		return false, nil, nil
 	default:
-		return false, fmt.Errorf("reading delivery record of %q: %w", key, err)
+		return false, nil, fmt.Errorf("reading delivery record of %q: %w", key, err)
 	}
 }
 
@@ -123,15 +130,24 @@ func (s *store) attemptsOf(ctx context.Context, key string) (int, error) {
 	case err != nil:
 		return 0, fmt.Errorf("reading attempts of %q: %w", key, err)
 	}
-	n, err := strconv.Atoi(string(e.Value()))
+	n, err := strconv.Atoi(strings.TrimSuffix(string(e.Value()), maybeDeliveredMark))
 	if err != nil {
 		return 0, nil // a corrupt counter restarts the budget rather than blocking the message
 	}
 	return n, nil
 }
 
-func (s *store) setAttempts(ctx context.Context, key string, n int) error {
-	if _, err := s.attempts.Put(ctx, RecordKey(key), []byte(strconv.Itoa(n))); err != nil {
+// maybeDeliveredMark follows the count when the last failed attempt may
+// have reached the provider after all (a timeout after the request was
+// written).
+const maybeDeliveredMark = "+"
+
+func (s *store) setAttempts(ctx context.Context, key string, n int, maybeDelivered bool) error {
+	v := strconv.Itoa(n)
+	if maybeDelivered {
+		v += maybeDeliveredMark
+	}
+	if _, err := s.attempts.Put(ctx, RecordKey(key), []byte(v)); err != nil {
 		return fmt.Errorf("writing attempts of %q: %w", key, err)
 	}
 	return nil
@@ -154,6 +170,8 @@ type letter struct {
 	code        int
 	description string
 	attempts    int
+	// maybeDelivered: the last attempt may have reached the provider.
+	maybeDelivered bool
 }
 
 // deadLetter publishes a copy of the job's message to NOTIFY_DEAD with the
@@ -172,9 +190,10 @@ func (s *store) deadLetter(ctx context.Context, j *job, l letter) error {
 		}
 		h[k] = append([]string(nil), v...)
 	}
-	subject := jetstream.DeadPrefix + j.subject
+	subject := jetstream.DeadLetterSubject(s.channel, l.reason, j.lane)
 	msgID := "dead:" + strconv.FormatUint(j.seq, 10)
-	if j.lane == "" { // poison on an unusable subject
+	if j.lane == "" || !jetstream.ValidToken(l.reason) { // poison on an unusable subject
+		subject = jetstream.DeadPrefix + j.subject
 		sum := sha256.Sum256(append([]byte(j.subject+"\x00"), j.msg.Data()...))
 		msgID = "dead:poison:" + hex.EncodeToString(sum[:16])
 	}
@@ -205,6 +224,27 @@ func (s *store) deadLetter(ctx context.Context, j *job, l letter) error {
 	}
 	s.log.Info("dead-lettered", "key", key, "recipient", j.lane, "seq", j.seq, "reason", l.reason,
 		"code", l.code, "description", l.description, "attempts", l.attempts)
+	return nil
+}
+
+// fallback publishes the job's notification on the next channel of its
+// route and waits for the PubAck: the same body, under the message id
+// <key>/<channel> (so a repeat after a crash is de-duplicated), with the
+// channel it came from, why, and since when the next channel has it
+// (Notify-Channel-Since, from which that channel's fallback_after counts).
+func (s *store) fallback(ctx context.Context, j *job, next notify.Channel, l letter, now time.Time) error {
+	token, err := j.n.Recipient(next)
+	if err != nil {
+		return err
+	}
+	m := jetstream.Msg(jetstream.Subject(string(next), token), j.n.Key, j.n.CreatedAt, notify.PayloadContentType, j.msg.Data())
+	m.Header.Set(nats.MsgIdHdr, j.n.Key+"/"+string(next))
+	m.Header.Set(jetstream.HeaderFallbackFrom, s.channel)
+	m.Header.Set(jetstream.HeaderFallbackReason, l.reason)
+	m.Header.Set(jetstream.HeaderChannelSince, now.UTC().Format(time.RFC3339Nano))
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publishing %q to %s: %w", j.n.Key, m.Subject, err)
+	}
 	return nil
 }
 

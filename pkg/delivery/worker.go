@@ -13,6 +13,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
+	"golang.org/x/time/rate"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
@@ -78,6 +79,8 @@ type Worker struct {
 	store   *store
 	adm     *admission
 	persist *persister
+	events  *events
+	degrade *degrader
 
 	// Owned by the dispatcher goroutine.
 	sched        *scheduler
@@ -169,6 +172,8 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
 	}
 	w.persist = newPersister(state, log)
+	w.events = newEvents(d.JS, name, log, w.m.eventErrors.Inc)
+	w.degrade = newDegrader(cfg, lim.Rate)
 	w.sched = newScheduler(schedConfig{
 		rate:      lim.Rate,
 		laneRate:  lim.RecipientRate,
@@ -232,6 +237,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	bgWG.Go(func() { w.pollStats(bg) })
 	go w.persist.run()
+	go w.events.run()
 
 	consumeCtx, stopConsume := context.WithCancel(ctx)
 	consumeDone := make(chan struct{})
@@ -321,17 +327,22 @@ func (w *Worker) launch() time.Time {
 		if j == nil {
 			return wake
 		}
-		target := w.store.state.resolve(j.lane)
-		w.sends.Add(1)
-		go func() {
-			defer w.sends.Done()
-			w.results <- w.attempt(w.sendCtx, j, target)
-		}()
+		w.launchOne(j)
 		if w.adm.breakerState() == gobreaker.StateHalfOpen {
 			return time.Time{} // one probe at a time
 		}
 	}
 	return time.Time{}
+}
+
+// launchOne runs an attempt at j on its own goroutine.
+func (w *Worker) launchOne(j *job) {
+	target := w.store.state.resolve(j.lane)
+	w.sends.Add(1)
+	go func() {
+		defer w.sends.Done()
+		w.results <- w.attempt(w.sendCtx, j, target)
+	}()
 }
 
 // apply carries out what the scheduler decided for the stream.
@@ -423,7 +434,26 @@ func (w *Worker) probe() {
 // housekeep forgets parked messages that never came back, drops idle lanes
 // and publishes the gauges.
 func (w *Worker) housekeep() {
-	eff, gone := w.sched.housekeep(w.now())
+	now := w.now()
+	for _, j := range w.sched.due(w.due(now)) {
+		w.launchOne(j)
+	}
+	deg, rateChanged := w.degrade.evaluate(now, w.stats.queueDepth.Load())
+	if rateChanged {
+		w.sched.setRate(rate.Limit(deg.Rate), now)
+		w.log.Warn("provider answers slowly: send rate and request timeout changed", "latency_p90", deg.P90,
+			"send_rate", deg.Rate, "request_timeout", deg.Timeout, "degraded", deg.Slow)
+	}
+	if deg.SheddingBulk != w.sched.shedBulk {
+		w.log.Warn("bulk notifications wait while transactional ones go", "waiting", deg.SheddingBulk, "cause", deg.SheddingReason)
+	}
+	w.sched.shedBulk = deg.SheddingBulk
+	w.m.sendRate.Set(deg.Rate)
+	w.m.requestTimeout.Set(deg.Timeout.Seconds())
+	w.m.degradedSlow.Set(boolGauge(deg.Slow))
+	w.m.sheddingBulk.Set(boolGauge(deg.SheddingBulk))
+	w.stats.setDegradation(deg)
+	eff, gone := w.sched.housekeep(now)
 	for _, g := range gone {
 		w.log.Warn("parked messages did not come back; no longer waiting for them", "recipient", g.recipient, "count", g.count)
 	}
@@ -467,6 +497,7 @@ func (w *Worker) shutdown() {
 	eff, n := w.sched.handBackAll(w.now())
 	w.apply(eff)
 	w.persist.close(5 * time.Second)
+	w.events.close(5 * time.Second)
 	w.log.Info("worker stopped", "handed_back", n)
 }
 

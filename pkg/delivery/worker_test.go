@@ -112,7 +112,7 @@ func TestBlockedChatIsDeadLetteredOnce(t *testing.T) {
 	}
 	dl := env.DeadLetters()[0]
 	h := dl.Header
-	if dl.Subject != "dead.notify.telegram.200" || h.Get(jetstream.HeaderReason) != "blocked" ||
+	if dl.Subject != "dead.notify.telegram.blocked.200" || h.Get(jetstream.HeaderReason) != "blocked" ||
 		h.Get(jetstream.HeaderErrorCode) != "403" || h.Get(jetstream.HeaderErrorDescription) != "Forbidden: bot was blocked by the user" ||
 		h.Get(jetstream.HeaderKey) != "order:200:accepted" || h.Get(jetstream.HeaderOriginalSubject) != "notify.telegram.200" ||
 		h.Get(jetstream.HeaderOriginalSeq) != "2" || h.Get(jetstream.HeaderAttempts) != "1" || h.Get(jetstream.HeaderDeadAt) == "" {

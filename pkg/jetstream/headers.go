@@ -21,6 +21,13 @@ const (
 	// HeaderContentType is the MIME type of the body.
 	HeaderContentType = "Content-Type"
 
+	// Fallback headers, on a notification handed to the next channel of its
+	// route: the channel it comes from, why, and since when this channel
+	// has it (RFC 3339, UTC; its fallback_after counts from here).
+	HeaderFallbackFrom   = "Notify-Fallback-From"
+	HeaderFallbackReason = "Notify-Fallback-Reason"
+	HeaderChannelSince   = "Notify-Channel-Since"
+
 	// Dead-letter headers, added to a copy of the original message.
 	HeaderReason           = "Notify-Reason"
 	HeaderErrorCode        = "Notify-Error-Code"

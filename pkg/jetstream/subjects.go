@@ -32,6 +32,15 @@ const (
 	// BucketAttempts counts delivery attempts per idempotency key.
 	BucketAttempts = "notify_attempts"
 
+	// SubjectDelivered announces that a notification was delivered, on
+	// which channel.
+	SubjectDelivered = "notify.events.delivered"
+	// SubjectFallback announces that a notification moved to the next
+	// channel of its route, and why.
+	SubjectFallback = "notify.events.fallback"
+	// SubjectDead announces that every channel of a notification's route
+	// gave up on it.
+	SubjectDead = "notify.events.dead"
 	// SubjectRecipientDead announces that a recipient can no longer be
 	// reached on a channel (a chat blocked the bot or was deleted).
 	SubjectRecipientDead = "notify.events.recipient_dead"
@@ -68,14 +77,32 @@ func ValidToken(s string) bool {
 	return true
 }
 
-// ParseSubject splits a notification subject (or its dead-letter subject)
-// into its channel and recipient.
+// ParseSubject splits a notification subject into its channel and
+// recipient.
 func ParseSubject(subject string) (channel, recipient string, err error) {
-	parts := strings.Split(strings.TrimPrefix(subject, DeadPrefix), ".")
+	parts := strings.Split(subject, ".")
 	if len(parts) != 3 || parts[0] != subjectRoot || parts[1] == "" || parts[2] == "" || parts[1] == "events" {
 		return "", "", fmt.Errorf("subject %q is not a notification subject (notify.<channel>.<recipient>)", subject)
 	}
 	return parts[1], parts[2], nil
+}
+
+// DeadLetterSubject returns the subject of a dead letter:
+// dead.notify.<channel>.<reason>.<recipient>, so that `nats stream subjects
+// NOTIFY_DEAD` counts dead letters by channel and reason and `nats stream
+// purge --subject` removes one reason, or one recipient's, at once.
+func DeadLetterSubject(channel, reason, recipient string) string {
+	return DeadPrefix + subjectRoot + "." + channel + "." + reason + "." + recipient
+}
+
+// ParseDeadLetterSubject splits a dead-letter subject into its channel,
+// reason and recipient.
+func ParseDeadLetterSubject(subject string) (channel, reason, recipient string, err error) {
+	parts := strings.Split(strings.TrimPrefix(subject, DeadPrefix), ".")
+	if !strings.HasPrefix(subject, DeadPrefix) || len(parts) != 4 || parts[0] != subjectRoot || parts[1] == "" || parts[2] == "" || parts[3] == "" {
+		return "", "", "", fmt.Errorf("subject %q is not a dead-letter subject (dead.notify.<channel>.<reason>.<recipient>)", subject)
+	}
+	return parts[1], parts[2], parts[3], nil
 }
 
 // telegramPrefix is the subject prefix of Telegram notifications.
@@ -88,16 +115,15 @@ func TelegramSubject(chatID int64) string {
 	return telegramPrefix + strconv.FormatInt(chatID, 10)
 }
 
-// DeadSubject returns the dead-letter subject of a Telegram notification for
-// chatID: dead.notify.telegram.<chat_id>.
-func DeadSubject(chatID int64) string {
-	return DeadPrefix + TelegramSubject(chatID)
-}
-
 // ParseTelegramSubject returns the chat id of a subject made by
-// [TelegramSubject] or [DeadSubject].
+// [TelegramSubject], or of a Telegram dead letter.
 func ParseTelegramSubject(subject string) (int64, error) {
-	rest, ok := strings.CutPrefix(strings.TrimPrefix(subject, DeadPrefix), telegramPrefix)
+	rest, ok := strings.CutPrefix(subject, telegramPrefix)
+	if !ok {
+		if ch, _, r, err := ParseDeadLetterSubject(subject); err == nil && ch == "telegram" {
+			rest, ok = r, true
+		}
+	}
 	if !ok {
 		return 0, fmt.Errorf("subject %q is not a telegram notification subject", subject)
 	}

@@ -14,14 +14,17 @@ func TestSubjects(t *testing.T) {
 		chat       int64
 		subj, dead string
 	}{
-		{42, "notify.telegram.42", "dead.notify.telegram.42"},
-		{-1001234567890, "notify.telegram.-1001234567890", "dead.notify.telegram.-1001234567890"},
+		{42, "notify.telegram.42", "dead.notify.telegram.blocked.42"},
+		{-1001234567890, "notify.telegram.-1001234567890", "dead.notify.telegram.blocked.-1001234567890"},
 	} {
 		if got := jetstream.TelegramSubject(tc.chat); got != tc.subj {
 			t.Errorf("TelegramSubject(%d) = %q, want %q", tc.chat, got, tc.subj)
 		}
-		if got := jetstream.DeadSubject(tc.chat); got != tc.dead {
-			t.Errorf("DeadSubject(%d) = %q, want %q", tc.chat, got, tc.dead)
+		if got := jetstream.DeadLetterSubject("telegram", "blocked", jetstream.TelegramSubject(tc.chat)[len("notify.telegram."):]); got != tc.dead {
+			t.Errorf("DeadLetterSubject = %q, want %q", got, tc.dead)
+		}
+		if ch, reason, r, err := jetstream.ParseDeadLetterSubject(tc.dead); err != nil || ch != "telegram" || reason != "blocked" || r != tc.subj[len("notify.telegram."):] {
+			t.Errorf("ParseDeadLetterSubject(%q) = %q %q %q %v", tc.dead, ch, reason, r, err)
 		}
 		for _, s := range []string{tc.subj, tc.dead} {
 			if got, err := jetstream.ParseTelegramSubject(s); err != nil || got != tc.chat {
@@ -29,9 +32,16 @@ func TestSubjects(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"notify.telegram.", "notify.telegram.x", "notify.email.1", "notify.telegram.0"} {
+	for _, bad := range []string{"notify.telegram.", "notify.telegram.x", "notify.email.1", "notify.telegram.0", "dead.notify.email.blocked.e1"} {
 		if _, err := jetstream.ParseTelegramSubject(bad); err == nil {
 			t.Errorf("ParseTelegramSubject(%q) succeeded", bad)
+		}
+	}
+	for _, s := range []string{"notify.email.eab", "notify.events.delivered", "dead.notify.email.blocked.eab"} {
+		ch, r, err := jetstream.ParseSubject(s)
+		want := s == "notify.email.eab"
+		if (err == nil) != want || want && (ch != "email" || r != "eab") {
+			t.Errorf("ParseSubject(%q) = %q %q %v", s, ch, r, err)
 		}
 	}
 	if got := jetstream.ChatDeadKey(-5); got != "dead.-5" {

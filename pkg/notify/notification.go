@@ -200,4 +200,3 @@ func ValidateKey(key string) error {
 	}
 	return nil
 }
-

@@ -3,8 +3,8 @@ package notify_test
 import (
 	"encoding/json"
 	"errors"
-	"strings"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 

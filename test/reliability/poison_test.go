@@ -127,7 +127,7 @@ func TestPoisonFromTheNATSCLIIsDeadLettered(t *testing.T) {
 		if dl.Reason != "poison" || !strings.Contains(dl.Description, c.want) {
 			t.Errorf("%s: dead letter %d is %q: %q, want poison naming %q", c.name, dl.Seq, dl.Reason, dl.Description, c.want)
 		}
-		if want := "dead." + c.subject; c.subject == "notify.telegram.abc" && dl.Subject != want {
+		if want := "dead.notify.telegram.poison.abc"; c.subject == "notify.telegram.abc" && dl.Subject != want {
 			t.Errorf("%s: dead letter on %s, want %s", c.name, dl.Subject, want)
 		}
 	}
@@ -155,7 +155,7 @@ func TestPoisonFromTheNATSCLIIsDeadLettered(t *testing.T) {
 	}
 	natstest.WaitFor(t, 10*time.Second, func() bool {
 		code, body := get(p.workerURL + "/metrics")
-		return code == 200 && strings.Contains(body, `tgnotify_worker_dead_letters_total{reason="poison"} `+strconv.Itoa(len(poison)))
+		return code == 200 && strings.Contains(body, `tgnotify_worker_dead_letters_total{channel="telegram",reason="poison"} `+strconv.Itoa(len(poison)))
 	}, "the poison counted in /metrics")
 	if err := p.worker.Stop(); err != nil {
 		t.Fatalf("stopping the worker: %v", err)

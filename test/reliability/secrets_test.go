@@ -124,7 +124,7 @@ func TestWorkerNeverExposesTheToken(t *testing.T) {
 		code, body := get(workerURL + "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "401")
 	}, "/readyz to report the rejected token")
-	natstest.WaitFor(t, 10*time.Second, logHas("bot token still rejected"), "a getMe probe rejected")
+	natstest.WaitFor(t, 10*time.Second, logHas("credentials still rejected"), "a getMe probe rejected")
 
 	// And then the API cannot be reached at all.
 	if err := emu.Stop(); err != nil {

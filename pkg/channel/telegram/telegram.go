@@ -134,13 +134,7 @@ func (c *Channel) Limits() delivery.Limits {
 
 // Recipient returns the notification's chat id as a subject token.
 func (c *Channel) Recipient(n notify.Notification) (string, error) {
-	if n.Channel != "" && n.Channel != notify.ChannelTelegram {
-		return "", fmt.Errorf("channel %q is not telegram", n.Channel)
-	}
-	if n.ChatID == 0 {
-		return "", errors.New("no telegram chat id")
-	}
-	return strconv.FormatInt(n.ChatID, 10), nil
+	return n.Recipient(notify.ChannelTelegram)
 }
 
 // Send sends the notification with sendMessage to a.Recipient (which may be
@@ -151,7 +145,8 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 		return delivery.Outcome{Kind: delivery.Rejected, Reason: "bad_recipient", Description: fmt.Sprintf("recipient %q is not a chat id", a.Recipient)}
 	}
 	n := a.Notification
-	msg, err := c.api.SendMessage(botapi.WithAdmission(ctx, a.Admit), botapi.SendMessageParams{
+	ctx = botapi.WithRequestTimeout(botapi.WithAdmission(ctx, a.Admit), a.Timeout)
+	msg, err := c.api.SendMessage(ctx, botapi.SendMessageParams{
 		ChatID:              chat,
 		Text:                n.Text,
 		ParseMode:           botapi.ParseMode(n.ParseMode),
@@ -172,7 +167,7 @@ func (c *Channel) Probe(ctx context.Context) error {
 // through botapi.Classify (which documents every branch).
 func Classify(msg *botapi.Message, err error) delivery.Outcome {
 	d := botapi.Classify(err)
-	o := delivery.Outcome{Reason: d.Reason, Code: d.Code, Description: d.Description, MaybeDelivered: d.MaybeDelivered}
+	o := delivery.Outcome{Reason: d.Reason, Code: d.Code, Description: d.Description, MaybeDelivered: d.MaybeDelivered, Unrecognised: d.Unrecognised}
 	switch d.Action {
 	case botapi.ActionDelivered:
 		o.Kind = delivery.Delivered

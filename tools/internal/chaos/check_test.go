@@ -47,7 +47,7 @@ func (w *world) deliver(id string, chat int64, ms int, dropped bool) {
 
 func (w *world) dead(id string, chat int64, reason string, ms int) {
 	w.o.Dead = append(w.o.Dead, system.DeadLetter{Seq: uint64(len(w.o.Dead) + 1), Key: shop.NotificationKey(id),
-		Subject: fmt.Sprintf("dead.notify.telegram.%d", chat), Reason: reason, DeadAt: w.at(ms)})
+		Subject: fmt.Sprintf("dead.notify.telegram.%s.%d", reason, chat), Reason: reason, DeadAt: w.at(ms)})
 }
 
 func (w *world) kill(process string, ms int) {
