@@ -1,0 +1,90 @@
+package maxapi
+
+import "time"
+
+// Format selects how MAX formats a message's text (schema TextFormat).
+type Format string
+
+// Formats. The zero value sends plain text.
+const (
+	FormatPlain    Format = ""
+	FormatHTML     Format = "html"
+	FormatMarkdown Format = "markdown"
+)
+
+// MaxTextLength is the longest text MAX accepts: NewMessageBody.text has
+// maxLength 4000 in the schema, which counts the characters (Unicode code
+// points) of the string as sent, markup included.
+const MaxTextLength = 4000
+
+// SendMessageParams are the parameters of POST /messages that the pipeline
+// uses. Exactly one of UserID and ChatID must be set.
+type SendMessageParams struct {
+	// UserID sends to the bot's dialog with a user (?user_id=).
+	UserID int64
+	// ChatID sends to a chat or channel (?chat_id=).
+	ChatID int64
+	// Text is the message, 1..4000 characters as sent.
+	Text string
+	// Format is how MAX parses markup in Text: html, markdown or none.
+	Format Format
+	// Silent sends without notifying the chat's participants
+	// (NewMessageBody.notify = false).
+	Silent bool
+	// DisableLinkPreview stops MAX from building a preview of links in the
+	// text (?disable_link_preview=true).
+	DisableLinkPreview bool
+}
+
+// newMessageBody is the schema's NewMessageBody, as far as it is used.
+type newMessageBody struct {
+	Text   string `json:"text"`
+	Format Format `json:"format,omitempty"`
+	// Notify is sent only when false: MAX's default is true.
+	Notify *bool `json:"notify,omitempty"`
+}
+
+// Message is the part of MAX's Message object the pipeline keeps. Its
+// MessageID (the body's mid) is the proof of delivery.
+type Message struct {
+	// MessageID is the message's mid, such as "mid.0000…".
+	MessageID string
+	// Seq is the message's sequence number in its chat.
+	Seq int64
+	// ChatID is the chat (or the dialog with the user) it was posted in.
+	ChatID int64
+	// ChatType is "dialog", "chat" or "channel".
+	ChatType string
+	// UserID is the user of a dialog.
+	UserID int64
+	// Time is when MAX created the message (millisecond precision).
+	Time time.Time
+	// Text is the message's text as MAX stores it (without markup).
+	Text string
+}
+
+// sendMessageResult is the schema's SendMessageResult.
+type sendMessageResult struct {
+	Message *struct {
+		Recipient struct {
+			ChatID   int64  `json:"chat_id"`
+			ChatType string `json:"chat_type"`
+			UserID   int64  `json:"user_id"`
+		} `json:"recipient"`
+		Timestamp int64 `json:"timestamp"`
+		Body      struct {
+			MID  string `json:"mid"`
+			Seq  int64  `json:"seq"`
+			Text string `json:"text"`
+		} `json:"body"`
+	} `json:"message"`
+}
+
+// Bot is the part of MAX's BotInfo that GET /me returns.
+type Bot struct {
+	UserID    int64  `json:"user_id"`
+	Name      string `json:"name"`
+	FirstName string `json:"first_name"`
+	Username  string `json:"username"`
+	IsBot     bool   `json:"is_bot"`
+}
