@@ -284,7 +284,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, body, result a
 		}
 		rd = bytes.NewReader(data)
 	}
-	reqCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	reqCtx, cancel := context.WithTimeout(ctx, timeoutFrom(ctx, c.timeout))
 	defer cancel()
 
 	// wrote records whether the request reached the connection: after

@@ -186,7 +186,7 @@ func TestEngineDeliversThroughMAX(t *testing.T) {
 		natstest.WaitFor(t, 20*time.Second, func() bool {
 			dead = nil
 			for _, m := range env.DeadLetters() {
-				if m.Subject == "dead.notify.max.u13" {
+				if m.Subject == "dead.notify.max.blocked.u13" {
 					dead = append(dead, m)
 				}
 			}

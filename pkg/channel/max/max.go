@@ -183,7 +183,8 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 	}
 	n := a.Notification
 	text, format := Text(n.Text, n.ParseMode)
-	msg, err := c.api.SendMessage(maxapi.WithAdmission(ctx, a.Admit), maxapi.SendMessageParams{
+	ctx = maxapi.WithRequestTimeout(maxapi.WithAdmission(ctx, a.Admit), a.Timeout)
+	msg, err := c.api.SendMessage(ctx, maxapi.SendMessageParams{
 		UserID:             user,
 		ChatID:             chat,
 		Text:               text,
