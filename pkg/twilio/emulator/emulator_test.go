@@ -599,3 +599,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// A slow outage delays the answer and then handles the request normally.
+func TestSlowFault(t *testing.T) {
+	t.Parallel()
+	b := setup(t, emulator.Config{Outage: &emulator.Outage{Mode: emulator.FaultSlow, Delay: 50 * time.Millisecond}})
+	start := time.Now()
+	if a := b.send(t, msg(to, "x")); a.status != 201 {
+		t.Errorf("slow: %d %v", a.status, a.json)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Errorf("answered after %s, want at least the 50ms delay", d)
+	}
+}
