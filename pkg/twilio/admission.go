@@ -1,0 +1,23 @@
+package twilio
+
+import (
+	"context"
+
+	"github.com/tgnotify/tgnotify/internal/httpgate"
+)
+
+// WithAdmission returns a context that makes the client ask admit, as the
+// last thing before a request made with it is written to the connection,
+// whether it may be written at all. When admit returns an error nothing is
+// sent: the call fails with a [*NotSentError] wrapping it. admit may be
+// called more than once for one call (the transport retries a request on a
+// new connection when a kept-alive one turned out closed before anything
+// was written); it must answer the same each time.
+//
+// With the client's own transport (HTTP/1.1, one request per connection)
+// the check runs on the connection's first write of the request; with a
+// transport of the caller's ([WithHTTPClient]) it runs just before the
+// request is handed to the transport.
+func WithAdmission(ctx context.Context, admit func() error) context.Context {
+	return httpgate.WithAdmission(ctx, admit)
+}
