@@ -194,13 +194,19 @@ func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o
 	end = w.now()
 	mu.Lock()
 	defer mu.Unlock()
-	switch o.Kind {
-	case NotSent, Canceled:
-	default:
-		if t == nil {
-			// A bug in the channel: it sent without asking admission, or
-			// although admission refused. The answer is used, but logged.
-			w.log.Error("channel sent without admission (Attempt.Admit)", "outcome", o.Kind.String(), "refused", refused != nil)
+	if t == nil && refused == nil {
+		switch o.Kind {
+		case Transient, Halt:
+			// Failed before the request could be written (a dial, TLS or
+			// login failure): admitted now, so that the breaker counts it
+			// like any other transient failure.
+			if tk, err := w.adm.admit(end); err == nil {
+				t = tk
+			}
+		case Delivered, RetryAfter, Rejected, RecipientDead, Redirect:
+			// An answer to a request that never asked admission: a bug in
+			// the channel. The answer is used, but logged.
+			w.log.Error("channel sent without admission (Attempt.Admit)", "outcome", o.Kind.String())
 		}
 	}
 	if o.Kind == NotSent && refused != nil && o.Description == "" {

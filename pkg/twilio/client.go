@@ -246,7 +246,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, form url.Value
 	if err := ctx.Err(); err != nil {
 		return 0, &NetworkError{Op: op, Canceled: true, Err: err}
 	}
-	reqCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	reqCtx, cancel := context.WithTimeout(ctx, timeoutFrom(ctx, c.timeout))
 	defer cancel()
 
 	// wrote records whether the request reached the connection: after that,

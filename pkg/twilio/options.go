@@ -1,6 +1,7 @@
 package twilio
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,4 +115,22 @@ func WithMessagingService(sid string) Option {
 		o.messagingService = sid
 		return nil
 	}
+}
+
+// timeoutKey carries a per-call timeout in a context.
+type timeoutKey struct{}
+
+// WithRequestTimeout returns a context whose calls time out after d instead
+// of the client's own timeout (WithTimeout). A delivery engine raises it
+// while Twilio answers slowly. A call it ends fails as a timeout, not as
+// canceled. d <= 0 keeps the client's timeout.
+func WithRequestTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, timeoutKey{}, d)
+}
+
+func timeoutFrom(ctx context.Context, def time.Duration) time.Duration {
+	if d, ok := ctx.Value(timeoutKey{}).(time.Duration); ok && d > 0 {
+		return d
+	}
+	return def
 }

@@ -159,7 +159,7 @@ func TestEngineDeliversBySMS(t *testing.T) {
 	}
 
 	dl := env.DeadLetters()[0]
-	if want := jetstream.DeadPrefix + jetstream.Subject(sms.Name, deadToken); dl.Subject != want {
+	if want := jetstream.DeadLetterSubject(sms.Name, "invalid_number", deadToken); dl.Subject != want {
 		t.Errorf("dead letter on %s, want %s", dl.Subject, want)
 	}
 	if r, c := dl.Header.Get(jetstream.HeaderReason), dl.Header.Get(jetstream.HeaderErrorCode); r != "invalid_number" || c != "21211" {
