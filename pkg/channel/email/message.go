@@ -3,7 +3,11 @@ package email
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
+	"time"
+
+	mail "github.com/wneessen/go-mail"
 
 	"github.com/tgnotify/tgnotify/pkg/notify"
 )
@@ -55,4 +59,37 @@ func Subject(n notify.Notification, body Body) string {
 	}
 	// A header is one line, whatever the payload says.
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// htmlDocument wraps the rendered fragment in a minimal document.
+func htmlDocument(fragment string) string {
+	return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">" +
+		"<meta name=\"viewport\" content=\"width=device-width\"></head>\n" +
+		"<body><div style=\"font-family: sans-serif; line-height: 1.4\">" + fragment + "</div></body></html>\n"
+}
+
+// build makes the email for n to addr, and returns it with its Message-ID.
+func (c *Channel) build(n notify.Notification, addr string, now time.Time) (*mail.Msg, string, error) {
+	body := Render(n.Text, n.ParseMode)
+	m := mail.NewMsg()
+	if err := m.From(c.cfg.From); err != nil {
+		return nil, "", fmt.Errorf("from: %w", err)
+	}
+	if err := m.To(addr); err != nil {
+		return nil, "", errBadAddress
+	}
+	id := MessageID(n.Key, c.cfg.MessageIDDomain)
+	m.SetMessageIDWithValue(id)
+	m.SetDateWithValue(now)
+	m.Subject(Subject(n, body))
+	// RFC 3834: a notification is generated automatically; vacation
+	// responders must not answer it.
+	m.SetGenHeader(mail.Header("Auto-Submitted"), "auto-generated")
+	m.SetGenHeader(mail.HeaderXAutoResponseSuppress, "All")
+	if n.Priority == notify.PriorityBulk {
+		m.SetGenHeader(mail.HeaderPrecedence, "bulk")
+	}
+	m.SetBodyString(mail.TypeTextPlain, body.Text)
+	m.AddAlternativeString(mail.TypeTextHTML, htmlDocument(body.HTML))
+	return m, "<" + id + ">", nil
 }
