@@ -93,8 +93,8 @@ func publish(t *testing.T, env *testenv.Env, n notify.Notification, msgID string
 }
 
 func TestEngineDeliversOnceThroughMailpit(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
 	mp := mailpittest.Start(t, mailpittest.Options{})
+	env := testenv.New(t, testenv.Options{})
 	ch := channel(t, mp, func(c *email.Config) { c.Rate, c.RecipientPerMinute = 50, 600 })
 	w := startEngine(t, env, ch)
 
@@ -119,8 +119,8 @@ func TestEngineDeliversOnceThroughMailpit(t *testing.T) {
 }
 
 func TestEngineDeadLettersAHardBounce(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
 	mp := mailpittest.Start(t, mailpittest.Options{AllowedRecipients: `@example\.com$`})
+	env := testenv.New(t, testenv.Options{})
 	ch := channel(t, mp, func(c *email.Config) { c.Rate, c.RecipientPerMinute = 50, 600 })
 	w := startEngine(t, env, ch)
 
