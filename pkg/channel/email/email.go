@@ -163,6 +163,7 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 	}
 	defer s.close()
 	if err := a.Admit(); err != nil {
+		s.quit()
 		return notAdmitted(err)
 	}
 	err = s.client.SendWithSMTPClient(s.smtp, msg)
