@@ -9,8 +9,10 @@ PKGS        := ./...
 # go.mod. Every target that builds, vets, tests or lints covers both modules.
 TOOLS_MOD   := tools
 # Pinned tool versions. nats-server is built from the version go.mod pins;
-# the nats CLI and staticcheck are built from their own pinned modules.
+# the nats CLI, Mailpit (the SMTP server of the email tests and the demo) and
+# staticcheck are built from their own pinned modules.
 NATSCLI_VERSION     := v0.5.0
+MAILPIT_VERSION     := v1.33.1
 STATICCHECK_VERSION := v0.8.2
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X main.version=$(VERSION)
@@ -34,7 +36,7 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: nats-tools ## Build every binary into ./bin (daemons, emulator, shop, demo, bench, chaos, nats-server, nats CLI).
+build: nats-tools $(BIN)/mailpit ## Build every binary into ./bin (daemons, emulator, shop, demo, bench, chaos, nats-server, nats CLI, mailpit).
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/... ./examples/shop ./examples/demo
 	$(GO) -C $(TOOLS_MOD) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
@@ -49,6 +51,13 @@ $(BIN)/nats-server: go.mod go.sum
 $(BIN)/nats:
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
+
+.PHONY: mailpit
+mailpit: $(BIN)/mailpit ## Build the pinned Mailpit (SMTP server with a REST API, for the email tests and the demo) into ./bin.
+
+$(BIN)/mailpit:
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install github.com/axllent/mailpit@$(MAILPIT_VERSION)
 
 .PHONY: test
 test: build ## Vet and run the whole test suite of both modules with the race detector (the README's test command).
