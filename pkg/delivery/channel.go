@@ -69,7 +69,8 @@ type Attempt struct {
 	Number int
 	// Timeout bounds the request: the engine raises it while the provider
 	// answers slowly (graceful degradation). A channel applies it to its
-	// request, and reports a request it ended as Transient, not Canceled.
+	// request (zero: its own timeout), and reports a request it ended as
+	// Transient, not Canceled.
 	Timeout time.Duration
 
 	admit func() error
@@ -92,7 +93,7 @@ func (a *Attempt) Admit() error {
 // NewAttempt builds an attempt outside the engine, for testing a channel;
 // admit may be nil (always admitted).
 func NewAttempt(n notify.Notification, recipient string, admit func() error) *Attempt {
-	return &Attempt{Notification: n, Recipient: recipient, Number: 1, Timeout: DefaultRequestTimeout, admit: admit}
+	return &Attempt{Notification: n, Recipient: recipient, Number: 1, admit: admit}
 }
 
 // OutcomeKind is what an attempt's answer means for delivery.

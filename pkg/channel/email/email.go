@@ -146,7 +146,10 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 	}
 	r := redactor{addr: n.Email, token: token, keep: []string{c.fromAddr, id[1 : len(id)-1]}}
 
-	sctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	// The engine raises the attempt's timeout while the server answers
+	// slowly; the configured one is the floor.
+	timeout := max(c.cfg.Timeout, a.Timeout)
+	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	s, err := c.connect(sctx)
 	if err != nil {
@@ -174,7 +177,7 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 		c.log.Debug("delivered", "recipient", token, "message_id", id)
 		return delivery.Outcome{Kind: delivery.Delivered, ProviderID: id}
 	}
-	e := sendError(err, r, sctx.Err() != nil, c.cfg.Timeout)
+	e := sendError(err, r, sctx.Err() != nil, timeout)
 	if ctx.Err() != nil {
 		return delivery.Outcome{Kind: delivery.Canceled, Reason: ReasonCanceled, Description: e.Error(),
 			MaybeDelivered: e.Stage == StageDataEnd && e.Code == 0}

@@ -129,7 +129,7 @@ func TestEngineDeadLettersAHardBounce(t *testing.T) {
 	natstest.WaitFor(t, wait, func() bool { return len(env.DeadLetters()) == 1 }, "the dead letter")
 	dl := env.DeadLetters()[0]
 	token, _ := n.Recipient(notify.ChannelEmail)
-	if got, want := dl.Subject, jetstream.DeadPrefix+jetstream.Subject(email.Name, token); got != want {
+	if got, want := dl.Subject, jetstream.DeadLetterSubject(email.Name, email.ReasonHardBounce, token); got != want {
 		t.Errorf("got dead-letter subject %q, want %q", got, want)
 	}
 	if got := dl.Header.Get(jetstream.HeaderReason); got != email.ReasonHardBounce {
