@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -87,19 +88,20 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		file string
 		want string
 	}{
-		{"no database", nil, "", "-db"},
-		{"negative batch", []string{"-db", "x", "-batch-size", "-1"}, "", "-batch-size"},
+		{"no database", nil, "", "-db: the outbox database path is required"},
+		{"negative batch", []string{"-db", "x", "-batch-size", "-1"}, "", "-batch-size -1: must be positive"},
 		{"not a duration", []string{"-db", "x", "-poll-interval", "often"}, "", "poll-interval"},
-		{"in flight below batch", []string{"-db", "x", "-batch-size", "100", "-max-in-flight", "10"}, "", "-max-in-flight"},
-		{"retry max below initial", []string{"-db", "x", "-retry-initial", "1m", "-retry-max", "1s"}, "", "-retry-max"},
-		{"max age below window", []string{"-db", "x", "-max-age", "1m"}, "", "-max-age"},
-		{"dead max age", []string{"-db", "x", "-dead-max-age", "-1h"}, "", "-dead-max-age"},
-		{"too many replicas", []string{"-db", "x", "-replicas", "9"}, "", "-replicas"},
-		{"busy timeout", []string{"-db", "x", "-db-busy-timeout", "0s"}, "", "-db-busy-timeout"},
-		{"password without user", []string{"-db", "x", "-nats-password", "pw"}, "", "-nats-password"},
-		{"unknown key in file", nil, "db: x\nturbo: true\n", "turbo"},
-		{"bad value in file", nil, "db: x\nbatch-size: lots\n", "batch-size"},
-		{"bad value in env", nil, "", "PUBLISHER_PURGE_CHUNK"},
+		{"in flight below batch", []string{"-db", "x", "-batch-size", "100", "-max-in-flight", "10"}, "", "-max-in-flight 10: must be at least -batch-size 100"},
+		{"retry max below initial", []string{"-db", "x", "-retry-initial", "1m", "-retry-max", "1s"}, "", "-retry-max 1s: must be at least -retry-initial 1m"},
+		{"max age below window", []string{"-db", "x", "-max-age", "1m"}, "", "-max-age 1m: must be at least -duplicate-window 2h"},
+		{"dead max age", []string{"-db", "x", "-dead-max-age", "-1h"}, "", "-dead-max-age -1h: must be positive"},
+		{"too many replicas", []string{"-db", "x", "-replicas", "9"}, "", "-replicas 9: must be between 1 and 5"},
+		{"busy timeout", []string{"-db", "x", "-db-busy-timeout", "0s"}, "", "-db-busy-timeout 0s: must be positive"},
+		{"password without user", []string{"-db", "x", "-nats-password", "pw"}, "", "-nats-password: requires -nats-user"},
+		{"bad log format", []string{"-db", "x", "-log-format", "xml"}, "", "-log-format xml: want text or json"},
+		{"unknown key in file", nil, "db: x\nturbo: true\n", `p.yaml:2: unknown key "turbo"`},
+		{"bad value in file", nil, "db: x\nbatch-size: lots\n", "-batch-size lots (from "},
+		{"bad value in env", nil, "", "-purge-chunk several (from PUBLISHER_PURGE_CHUNK): not an integer"},
 		{"missing file", []string{"-config", "/nonexistent/publisher.yaml"}, "", "publisher.yaml"},
 		{"extra argument", []string{"-db", "x", "now"}, "", "unexpected arguments"},
 	}
@@ -109,14 +111,13 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 			if tc.file != "" {
 				args = append([]string{"-config", writeFile(t, "p.yaml", tc.file)}, args...)
 			}
-			if tc.want == "PUBLISHER_PURGE_CHUNK" {
+			if strings.Contains(tc.want, "PUBLISHER_PURGE_CHUNK") {
 				t.Setenv("PUBLISHER_PURGE_CHUNK", "several")
 				args = []string{"-db", "x"}
 			}
 			_, err := parse(args, io.Discard)
-			var u daemon.UsageError
-			if !errors.As(err, &u) || daemon.ExitCode(err) != 2 {
-				t.Fatalf("parse(%v) = %v, want a usage error (exit 2)", args, err)
+			if !errors.Is(err, config.ErrInvalid) || daemon.ExitCode(err) != 2 {
+				t.Fatalf("parse(%v) = %v, want an invalid configuration (exit 2)", args, err)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q does not name %q", err, tc.want)

@@ -24,6 +24,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/run"
 
+	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
@@ -40,6 +41,13 @@ func main() {
 	os.Exit(daemon.ExitCode(err))
 }
 
+// defaultHTTP is the worker's default address of its HTTP endpoints.
+const defaultHTTP = "127.0.0.1:9102"
+
+// freeBotRate is Telegram's bot-wide rate without paid broadcast: paying for
+// a rate at or below it buys nothing.
+const freeBotRate = 30
+
 // settings are everything the flags configure.
 type settings struct {
 	nats        jetstream.Options
@@ -52,93 +60,87 @@ type settings struct {
 	httpAddr    string
 	log         daemon.LogFlags
 	showVersion bool
+	// config is where each setting came from, for the start-up log.
+	config *config.Set
 }
 
-// parse reads flags, $TELEGRAM_WORKER_* and the -config file.
-func parse(args []string, out io.Writer) (*settings, error) {
-	s := &settings{}
-	fs := flag.NewFlagSet("telegram-worker", flag.ContinueOnError)
-	fs.SetOutput(out)
-	s.nats.RegisterFlags(fs)
-	fs.StringVar(&s.apiURL, "telegram-api", "https://api.telegram.org", "Bot API base `URL` (a local Bot API server or the emulator)")
-	fs.StringVar(&s.tokenFile, "token-file", "", "`file` holding the bot token (default: $TELEGRAM_BOT_TOKEN)")
-	fs.DurationVar(&s.reqTimeout, "request-timeout", 10*time.Second, "timeout of one Bot API request")
-	fs.StringVar(&s.httpAddr, "http", "127.0.0.1:9102", "`address` of /metrics, /healthz, /readyz and /stats")
-	w := &s.worker
-	fs.Float64Var(&w.BotRate, "bot-rate", 0, "bot-wide messages per second (default 30, or 1000 with -paid-broadcast)")
-	fs.BoolVar(&w.PaidBroadcast, "paid-broadcast", false, "send with allow_paid_broadcast: up to 1000 msg/s, 0.1 Telegram Star per message")
-	fs.Float64Var(&w.ChatRate, "chat-rate", 1, "messages per second to one private chat")
-	fs.Float64Var(&w.GroupPerMinute, "group-per-minute", 20, "messages per minute to one group (chat id < 0)")
-	fs.IntVar(&w.MaxInFlight, "max-in-flight", 16, "concurrent Bot API requests")
-	fs.IntVar(&w.MaxAttempts, "max-attempts", 10, "transient failures before a notification is dead-lettered as max_attempts")
-	fs.DurationVar(&w.BackoffBase, "backoff-base", 2*time.Second, "first retry delay ceiling; doubles per attempt, full jitter")
-	fs.DurationVar(&w.BackoffCap, "backoff-cap", 10*time.Minute, "largest retry delay ceiling")
-	var breakerFailures uint
-	fs.UintVar(&breakerFailures, "breaker-failures", 5, "consecutive transient failures that open the circuit breaker")
-	fs.DurationVar(&w.BreakerOpen, "breaker-open", 30*time.Second, "how long the breaker stays open before a probe")
-	fs.IntVar(&w.LaneCap, "lane-cap", 100, "messages of one chat held in memory; more wait in the stream")
-	fs.DurationVar(&w.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a stop waits for requests in flight")
-	fs.DurationVar(&w.HaltProbe, "token-probe", 30*time.Second, "how often a rejected token is checked again with getMe")
-	fs.IntVar(&w.RememberDelivered, "remember-delivered", 100_000, "recently delivered keys kept in memory besides the KV bucket")
-	fs.DurationVar(&w.StatsInterval, "stats-interval", 5*time.Second, "how often queue depth and dead letters are read")
-	c := &s.consumer
-	fs.DurationVar(&c.AckWait, "ack-wait", jetstream.DefaultAckWait, "consumer ack wait; held messages are kept alive every third of it")
-	fs.IntVar(&c.MaxAckPending, "max-ack-pending", 10_000, "messages delivered to the worker and not yet acked")
-	fs.DurationVar(&c.PinnedTTL, "pinned-ttl", jetstream.DefaultPinnedTTL, "how long the active worker may go without pulling before a standby takes over")
-	fs.DurationVar(&c.DeliveredTTL, "delivered-ttl", jetstream.DefaultDeliveredTTL, "how long a delivery record is kept (replays within it are never sent twice)")
-	fs.DurationVar(&c.AttemptsTTL, "attempts-ttl", jetstream.DefaultAttemptsTTL, "how long an attempt counter is kept")
-	fs.IntVar(&c.Replicas, "replicas", 1, "replicas of streams, consumer and buckets (3 on a cluster)")
-	fs.DurationVar(&s.streams.Duplicates, "duplicate-window", jetstream.DefaultDuplicates, "NOTIFY de-duplication window")
-	fs.DurationVar(&s.streams.MaxAge, "max-age", jetstream.DefaultMaxAge, "how long NOTIFY keeps messages")
-	fs.DurationVar(&s.streams.DeadMaxAge, "dead-max-age", jetstream.DefaultDeadMaxAge, "how long NOTIFY_DEAD keeps dead letters")
-	s.log.Register(fs)
-	fs.BoolVar(&s.showVersion, "version", false, "print the version and exit")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: telegram-worker [flags]
+const usage = `Usage: telegram-worker [flags]
 
 Sends notifications from the NOTIFY stream to Telegram. Every flag can also be
 set as TELEGRAM_WORKER_<FLAG> (upper case, dashes as underscores) or in the
 -config YAML file; an explicit flag wins over the environment, which wins over
-the file. The bot token is read from $TELEGRAM_BOT_TOKEN or -token-file.
+the file. $NATS_URL sets -nats too. The bot token is read from
+$TELEGRAM_BOT_TOKEN or -token-file.
 
-`)
-		fs.PrintDefaults()
-	}
-	if err := daemon.Parse(fs, args, "TELEGRAM_WORKER"); err != nil {
+`
+
+// parse reads flags, $TELEGRAM_WORKER_* and the -config file. Every mistake
+// is an error matching config.ErrInvalid that names the flag.
+func parse(args []string, out io.Writer) (*settings, error) {
+	s := &settings{}
+	cs := config.New("telegram-worker", config.Options{EnvPrefix: "TELEGRAM_WORKER", ConfigFlag: "config", Output: out, Usage: usage})
+	s.config = cs
+	daemon.NATSFlags(cs, &s.nats)
+	config.String(cs, &s.apiURL, "telegram-api", botapi.DefaultBaseURL, "Bot API base `URL` (a local Bot API server or the emulator)")
+	config.String(cs, &s.tokenFile, "token-file", "", "`file` holding the bot token (default: $TELEGRAM_BOT_TOKEN)")
+	config.Duration(cs, &s.reqTimeout, "request-timeout", botapi.DefaultTimeout, "timeout of one Bot API request").Check(config.Positive)
+	config.String(cs, &s.httpAddr, "http", defaultHTTP, "`address` of /metrics, /healthz, /readyz and /stats")
+
+	w, def := &s.worker, delivery.DefaultConfig()
+	rate := config.Float(cs, &w.BotRate, "bot-rate", def.BotRate, "bot-wide messages per second (with -paid-broadcast and no -bot-rate: 1000)").
+		Check(config.Positive)
+	config.Bool(cs, &w.PaidBroadcast, "paid-broadcast", def.PaidBroadcast, "send with allow_paid_broadcast: up to 1000 msg/s, 0.1 Telegram Star per message").
+		Check(func(on bool) error {
+			if on && rate.IsSet() && w.BotRate <= freeBotRate {
+				return fmt.Errorf("requires %s above %d (got %s); paid broadcast costs 0.1 Star a message and only pays off above Telegram's free %d msg/s: raise %s or drop -paid-broadcast",
+					rate.Flag(), freeBotRate, rate.Text(), freeBotRate, rate.Flag())
+			}
+			return nil
+		})
+	config.Float(cs, &w.ChatRate, "chat-rate", def.ChatRate, "messages per second to one private chat").Check(config.Positive)
+	config.Float(cs, &w.GroupPerMinute, "group-per-minute", def.GroupPerMinute, "messages per minute to one group (chat id < 0)").Check(config.Positive)
+	config.Int(cs, &w.MaxInFlight, "max-in-flight", def.MaxInFlight, "concurrent Bot API requests").Check(config.AtLeast(1))
+	config.Int(cs, &w.MaxAttempts, "max-attempts", def.MaxAttempts, "transient failures before a notification is dead-lettered as max_attempts").Check(config.AtLeast(1))
+	base := config.Duration(cs, &w.BackoffBase, "backoff-base", def.BackoffBase, "first retry delay ceiling; doubles per attempt, full jitter").Check(config.Positive)
+	config.Duration(cs, &w.BackoffCap, "backoff-cap", def.BackoffCap, "largest retry delay ceiling").Check(config.AtLeastFlag(base))
+	config.Uint32(cs, &w.BreakerFailures, "breaker-failures", def.BreakerFailures, "consecutive transient failures that open the circuit breaker").Check(config.AtLeast[uint32](1))
+	config.Duration(cs, &w.BreakerOpen, "breaker-open", def.BreakerOpen, "how long the breaker stays open before a probe").Check(config.Positive)
+	config.Int(cs, &w.LaneCap, "lane-cap", def.LaneCap, "messages of one chat held in memory; more wait in the stream").Check(config.AtLeast(1))
+	config.Duration(cs, &w.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long a stop waits for requests in flight").Check(config.Positive)
+	config.Duration(cs, &w.HaltProbe, "token-probe", def.HaltProbe, "how often a rejected token is checked again with getMe").Check(config.Positive)
+	config.Int(cs, &w.RememberDelivered, "remember-delivered", def.RememberDelivered, "recently delivered keys kept in memory besides the KV bucket").Check(config.NotNegative)
+	config.Duration(cs, &w.StatsInterval, "stats-interval", def.StatsInterval, "how often queue depth and dead letters are read").Check(config.Positive)
+
+	c := &s.consumer
+	config.Duration(cs, &c.AckWait, "ack-wait", jetstream.DefaultAckWait, "consumer ack wait; held messages are kept alive every third of it").Check(config.AtLeast(time.Second))
+	config.Int(cs, &c.MaxAckPending, "max-ack-pending", jetstream.DefaultMaxAckPending, "messages delivered to the worker and not yet acked").Check(config.AtLeast(1))
+	config.Duration(cs, &c.PinnedTTL, "pinned-ttl", jetstream.DefaultPinnedTTL, "how long the active worker may go without pulling before a standby takes over").Check(config.AtLeast(time.Second))
+	config.Duration(cs, &c.DeliveredTTL, "delivered-ttl", jetstream.DefaultDeliveredTTL, "how long a delivery record is kept (replays within it are never sent twice)").Check(config.Positive)
+	config.Duration(cs, &c.AttemptsTTL, "attempts-ttl", jetstream.DefaultAttemptsTTL, "how long an attempt counter is kept").Check(config.Positive)
+	config.Int(cs, &c.Replicas, "replicas", jetstream.DefaultReplicas, "replicas of streams, consumer and buckets (3 on a cluster)").Check(config.Between(1, 5))
+	window := config.Duration(cs, &s.streams.Duplicates, "duplicate-window", jetstream.DefaultDuplicates, "NOTIFY de-duplication window").
+		Check(config.AtLeast(jetstream.MinDuplicates))
+	config.Duration(cs, &s.streams.MaxAge, "max-age", jetstream.DefaultMaxAge, "how long NOTIFY keeps messages (at least -duplicate-window)").Check(config.AtLeastFlag(window))
+	config.Duration(cs, &s.streams.DeadMaxAge, "dead-max-age", jetstream.DefaultDeadMaxAge, "how long NOTIFY_DEAD keeps dead letters").Check(config.Positive)
+	s.log.Register(cs)
+	config.Bool(cs, &s.showVersion, "version", false, "print the version and exit")
+	if err := cs.Parse(args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, daemon.UsageError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	if w.PaidBroadcast && !rate.IsSet() {
+		w.BotRate = 0 // delivery's paid-broadcast default
 	}
-	w.BreakerFailures = uint32(breakerFailures)
 	w.AckWait = c.AckWait
 	s.streams.Replicas = c.Replicas
-	if w.PaidBroadcast && w.BotRate == 0 {
-		w.BotRate = 1000
-	}
+	// Every rule of the Validate methods is declared on a flag above; this
+	// only catches one that was not.
 	for _, err := range []error{w.Validate(), c.Validate(), s.streams.Validate()} {
 		if err != nil {
-			return nil, daemon.UsageError{Err: errors.New(flagNames.Replace(err.Error()))}
+			return nil, &config.Error{Err: err}
 		}
-	}
-	if s.reqTimeout <= 0 {
-		return nil, daemon.UsageError{Err: fmt.Errorf("-request-timeout %v must be positive", s.reqTimeout)}
 	}
 	return s, nil
 }
-
-// flagNames rewrites the field names in configuration errors as the flags
-// that set them.
-var flagNames = strings.NewReplacer(
-	"BotRate", "-bot-rate", "ChatRate", "-chat-rate", "GroupPerMinute", "-group-per-minute",
-	"MaxInFlight", "-max-in-flight", "MaxAttempts", "-max-attempts", "BackoffBase", "-backoff-base",
-	"BackoffCap", "-backoff-cap", "BreakerOpen", "-breaker-open", "LaneCap", "-lane-cap",
-	"AckWait", "-ack-wait", "ShutdownTimeout", "-shutdown-timeout", "HaltProbe", "-token-probe",
-	"RememberDelivered", "-remember-delivered", "StatsInterval", "-stats-interval",
-	"MaxAckPending", "-max-ack-pending", "PinnedTTL", "-pinned-ttl", "DeliveredTTL", "-delivered-ttl",
-	"AttemptsTTL", "-attempts-ttl", "Replicas", "-replicas", "Duplicates", "-duplicate-window",
-	"DeadMaxAge", "-dead-max-age", "MaxAge", "-max-age",
-)
 
 // readToken returns the bot token from -token-file or $TELEGRAM_BOT_TOKEN.
 func readToken(file string, getenv func(string) string) (string, error) {
@@ -169,6 +171,7 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	log = log.With("daemon", "telegram-worker")
+	log.Info("configuration", s.config.LogAttr())
 	token, err := readToken(s.tokenFile, getenv)
 	if err != nil {
 		return err

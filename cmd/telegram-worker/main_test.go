@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -40,8 +43,26 @@ func TestPaidBroadcastRaisesBotRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.worker.BotRate != 1000 {
-		t.Fatalf("bot rate with -paid-broadcast = %v, want 1000", s.worker.BotRate)
+	if got := s.worker.BotRate; got != 0 {
+		t.Fatalf("bot rate with -paid-broadcast alone = %v, want 0 (delivery's paid default)", got)
+	}
+	s, err = parse([]string{"-paid-broadcast", "-bot-rate", "500"}, io.Discard)
+	if err != nil || s.worker.BotRate != 500 {
+		t.Fatalf("-paid-broadcast -bot-rate 500: rate %v, %v; want 500", s.worker.BotRate, err)
+	}
+}
+
+func TestDefaultsAreTheLibrarys(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	s, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := delivery.DefaultConfig()
+	want.AckWait = jetstream.DefaultAckWait
+	want.PullBatch, want.TakeoverGap = 0, 0 // not flags: the library's defaults apply
+	if s.worker != want {
+		t.Fatalf("worker configuration from the flag defaults:\n got %+v\nwant %+v", s.worker, want)
 	}
 }
 
@@ -52,16 +73,19 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		file string
 		want string
 	}{
-		{"negative rate", []string{"-bot-rate", "-1"}, "", "-bot-rate"},
+		{"negative rate", []string{"-bot-rate", "-1"}, "", "-bot-rate -1: must be positive"},
 		{"not a duration", []string{"-ack-wait", "soon"}, "", "ack-wait"},
-		{"small ack wait", []string{"-ack-wait", "10ms"}, "", "-ack-wait"},
-		{"cap below base", []string{"-backoff-base", "1m", "-backoff-cap", "1s"}, "", "-backoff-cap"},
-		{"max age below window", []string{"-max-age", "1m"}, "", "-max-age"},
-		{"unknown key in file", nil, "chat-rate: 1\nturbo: true\n", "turbo"},
-		{"bad value in file", nil, "max-in-flight: lots\n", "max-in-flight"},
-		{"missing file", []string{"-config", "/nonexistent/worker.yaml"}, "", "worker.yaml"},
+		{"small ack wait", []string{"-ack-wait", "10ms"}, "", "-ack-wait 10ms: must be at least 1s"},
+		{"cap below base", []string{"-backoff-base", "2s", "-backoff-cap", "1s"}, "", "-backoff-cap 1s: must be at least -backoff-base 2s"},
+		{"max age below window", []string{"-max-age", "1m"}, "", "-max-age 1m: must be at least -duplicate-window 2h"},
+		{"zero breaker failures", []string{"-breaker-failures", "0"}, "", "-breaker-failures 0: must be at least 1"},
+		{"paid broadcast at the free rate", []string{"-paid-broadcast", "-bot-rate", "30"}, "", "-paid-broadcast: requires -bot-rate above 30 (got 30)"},
+		{"paid broadcast below the free rate, from the file", nil, "paid-broadcast: true\nbot-rate: 20\n", "w.yaml:1): requires -bot-rate above 30 (got 20)"},
+		{"unknown key in file", nil, "chat-rate: 1\nturbo: true\n", `w.yaml:2: unknown key "turbo"`},
+		{"bad value in file", nil, "max-in-flight: lots\n", "-max-in-flight lots (from "},
+		{"missing file", []string{"-config", "/nonexistent/worker.yaml"}, "", "-config /nonexistent/worker.yaml"},
 		{"extra argument", []string{"now"}, "", "unexpected arguments"},
-		{"bad log level", []string{"-log-level", "loud"}, "", ""},
+		{"bad log level", []string{"-log-level", "loud"}, "", "-log-level loud: want debug, info, warn or error"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,14 +93,9 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 			if tc.file != "" {
 				args = append([]string{"-config", writeFile(t, "w.yaml", tc.file)}, args...)
 			}
-			s, err := parse(args, io.Discard)
-			if err == nil && tc.want == "" {
-				_, err = s.log.Logger(io.Discard)
-				tc.want = "-log-level"
-			}
-			var u daemon.UsageError
-			if !errors.As(err, &u) || daemon.ExitCode(err) != 2 {
-				t.Fatalf("parse(%v) = %v, want a usage error (exit 2)", args, err)
+			_, err := parse(args, io.Discard)
+			if !errors.Is(err, config.ErrInvalid) || daemon.ExitCode(err) != 2 {
+				t.Fatalf("parse(%v) = %v, want an invalid configuration (exit 2)", args, err)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q does not name %q", err, tc.want)

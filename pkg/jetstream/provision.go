@@ -30,8 +30,9 @@ const (
 	// DefaultAckWait is how long the worker has to ack a message before
 	// JetStream redelivers it.
 	DefaultAckWait = 30 * time.Second
-	// DefaultMaxAckPending bounds the messages delivered but not yet acked.
-	DefaultMaxAckPending = 1000
+	// DefaultMaxAckPending bounds the messages delivered but not yet acked:
+	// the most the worker holds in its lanes, which bounds its memory.
+	DefaultMaxAckPending = 10_000
 	// DefaultPinnedTTL is how long a pinned worker may go without pulling
 	// before a standby is pinned instead.
 	DefaultPinnedTTL = 10 * time.Second
@@ -41,8 +42,12 @@ const (
 	DefaultAttemptsTTL = 24 * time.Hour
 )
 
-// minDuplicates is the smallest de-duplication window JetStream accepts.
-const minDuplicates = 100 * time.Millisecond
+// DefaultReplicas is the replication of every stream, consumer and bucket:
+// 1 on a single server, 3 on a three-node cluster.
+const DefaultReplicas = 1
+
+// MinDuplicates is the smallest de-duplication window JetStream accepts.
+const MinDuplicates = 100 * time.Millisecond
 
 // StreamSettings are the tunable parts of the NOTIFY and NOTIFY_DEAD streams.
 // Zero values take the defaults.
@@ -89,8 +94,8 @@ func (s StreamSettings) Validate() error {
 	switch {
 	case s.Replicas < 1 || s.Replicas > 5:
 		return fmt.Errorf("stream settings: Replicas %d must be between 1 and 5", s.Replicas)
-	case s.Duplicates < minDuplicates:
-		return fmt.Errorf("stream settings: Duplicates %v must be at least %v", s.Duplicates, minDuplicates)
+	case s.Duplicates < MinDuplicates:
+		return fmt.Errorf("stream settings: Duplicates %v must be at least %v", s.Duplicates, MinDuplicates)
 	case s.MaxAge < s.Duplicates:
 		return fmt.Errorf("stream settings: MaxAge %v must be at least Duplicates %v (the dedup window must be covered by stored messages)", s.MaxAge, s.Duplicates)
 	case s.DeadMaxAge < 0:
@@ -221,7 +226,7 @@ type WorkerSettings struct {
 	// AckWait is how long a delivered message may stay unacked before it is
 	// redelivered. Default 30s.
 	AckWait time.Duration
-	// MaxAckPending bounds delivered but unacked messages. Default 1000.
+	// MaxAckPending bounds delivered but unacked messages. Default 10000.
 	MaxAckPending int
 	// PinnedTTL is how long the pinned worker may go without pulling before
 	// a standby takes over. Default 10s.
