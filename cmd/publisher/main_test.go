@@ -20,6 +20,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/config"
+	"github.com/tgnotify/tgnotify/internal/config/configtest"
 	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -63,22 +64,20 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-func TestShippedConfigFileParses(t *testing.T) {
-	cfg, err := filepath.Abs("../../configs/publisher.yaml")
+// TestShippedConfigFile checks configs/publisher.yaml: it parses, sets
+// nothing (so it never overrides the environment), and shows every flag
+// commented at its default.
+func TestShippedConfigFile(t *testing.T) {
+	const path = "../../configs/publisher.yaml"
+	t.Setenv("PUBLISHER_BATCH_SIZE", "7")
+	s, err := parse([]string{"-config", path, "-db", "x.db"}, io.Discard)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", path, err)
 	}
-	s, err := parse([]string{"-config", cfg, "-db", "x.db"}, io.Discard)
-	if err != nil {
-		t.Fatalf("configs/publisher.yaml: %v", err)
+	if s.pub.BatchSize != 7 {
+		t.Fatalf("batch-size %d with PUBLISHER_BATCH_SIZE=7 and the shipped file, want 7", s.pub.BatchSize)
 	}
-	def, err := parse([]string{"-db", "x.db"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprintf("%+v", s.pub) != fmt.Sprintf("%+v", def.pub) || s.httpAddr != def.httpAddr || s.log != def.log {
-		t.Fatalf("configs/publisher.yaml does not state the defaults:\n file %+v\n flags %+v", s.pub, def.pub)
-	}
+	configtest.CheckCommentedDefaults(t, s.config.FlagSet(), path, "config", "version")
 }
 
 func TestBadConfigurationNamesTheSetting(t *testing.T) {

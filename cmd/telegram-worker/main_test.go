@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tgnotify/tgnotify/internal/config"
+	"github.com/tgnotify/tgnotify/internal/config/configtest"
 	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -36,6 +37,22 @@ func TestPrecedenceFlagOverEnvOverFile(t *testing.T) {
 		t.Fatalf("chat-rate %v (file), max-in-flight %d (env), backoff-base %v (flag), log-level %s; want 3, 9, 7s, debug",
 			s.worker.ChatRate, s.worker.MaxInFlight, s.worker.BackoffBase, s.log.Level)
 	}
+}
+
+// TestShippedConfigFile checks configs/telegram-worker.yaml: it parses,
+// sets nothing, so that NATS_URL and TELEGRAM_WORKER_* are never overridden
+// by it, and shows every flag commented at its default.
+func TestShippedConfigFile(t *testing.T) {
+	const path = "../../configs/telegram-worker.yaml"
+	t.Setenv("NATS_URL", "nats://from-env:4222")
+	s, err := parse([]string{"-config", path}, io.Discard)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if got := s.nats.URLs; got != "nats://from-env:4222" {
+		t.Fatalf("-nats with NATS_URL set and the shipped file = %q, want NATS_URL's", got)
+	}
+	configtest.CheckCommentedDefaults(t, s.config.FlagSet(), path, "config", "version")
 }
 
 func TestPaidBroadcastRaisesBotRate(t *testing.T) {
