@@ -180,7 +180,8 @@ func (v *value[T]) String() string {
 	return v.format(*v.p)
 }
 
-func (v *value[T]) typeName() string { return v.typ }
+// Get returns the value (flag.Getter).
+func (v *value[T]) Get() any { return *v.p }
 
 // IsBoolFlag lets -name stand for -name=true on boolean flags.
 func (v *value[T]) IsBoolFlag() bool { return v.typ == "bool" }

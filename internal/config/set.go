@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Source is where a setting's value came from.
@@ -343,8 +344,10 @@ func (s *Set) usage() {
 		var b strings.Builder
 		fmt.Fprintf(&b, "  -%s", f.Name)
 		typ, usage := flag.UnquoteUsage(f)
-		if t, ok := f.Value.(interface{ typeName() string }); ok && !strings.Contains(f.Usage, "`") {
-			typ = t.typeName()
+		if g, ok := f.Value.(flag.Getter); ok && !strings.Contains(f.Usage, "`") {
+			if t := kindName(g.Get()); t != "" {
+				typ = t
+			}
 		}
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 			typ = ""
@@ -383,10 +386,31 @@ func zeroDefault(v string) bool {
 
 // isString reports whether v holds text, whose default -h quotes.
 func isString(v flag.Value) bool {
-	if t, ok := v.(interface{ typeName() string }); ok {
-		return t.typeName() == "string"
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return false
 	}
-	return fmt.Sprintf("%T", v) == "*flag.stringValue"
+	_, ok = g.Get().(string)
+	return ok
+}
+
+// kindName is how -h names the type of a flag whose value is v.
+func kindName(v any) string {
+	switch v.(type) {
+	case time.Duration:
+		return "duration"
+	case int, int64:
+		return "int"
+	case uint, uint32, uint64:
+		return "uint"
+	case float64:
+		return "float"
+	case string:
+		return "string"
+	case []string:
+		return "list"
+	}
+	return ""
 }
 
 // removedValue is the flag.Value of a removed flag: setting it fails.
