@@ -368,8 +368,10 @@ func (s *Set) usage() {
 				fmt.Fprintf(&b, " (default %s)", f.DefValue)
 			}
 		}
-		if vars := s.aliases[n]; len(vars) > 0 {
-			fmt.Fprintf(&b, " (also $%s)", strings.Join(vars, ", $"))
+		for _, v := range s.aliases[n] {
+			if !strings.Contains(f.Usage, "$"+v) {
+				fmt.Fprintf(&b, " (also $%s)", v)
+			}
 		}
 		fmt.Fprintln(w, b.String())
 	}
