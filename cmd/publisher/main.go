@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/run"
 
 	"github.com/tgnotify/tgnotify/internal/config"
@@ -46,6 +47,7 @@ type settings struct {
 	nats        jetstream.Options
 	httpAddr    string
 	pub         publisher.Options
+	jetstream   daemon.JetStreamFlags
 	log         daemon.LogFlags
 	showVersion bool
 	// config is where each setting came from, for the start-up log.
@@ -55,10 +57,14 @@ type settings struct {
 const usage = `Usage: publisher -db PATH [flags]
 
 Drains the outbox table of an SQLite database into the NATS JetStream stream
-NOTIFY, creating or updating the streams first. Every flag can also be set as
-PUBLISHER_<FLAG> (upper case, dashes as underscores, e.g. PUBLISHER_BATCH_SIZE)
-or in the -config YAML file (keys are flag names); an explicit flag wins over
-the environment, which wins over the file. $NATS_URL sets -nats too.
+NOTIFY. At start it creates NOTIFY and NOTIFY_DEAD if they are missing, as the
+-jetstream-config declaration says, and reports where the live streams differ
+from it; it never changes them (tgnotify provision does).
+
+Every flag can also be set as PUBLISHER_<FLAG> (upper case, dashes as
+underscores, e.g. PUBLISHER_BATCH_SIZE) or in the -config YAML file (keys are
+flag names); an explicit flag wins over the environment, which wins over the
+file. $NATS_URL sets -nats too.
 
 `
 
@@ -110,14 +116,7 @@ func parse(args []string, out io.Writer) (*settings, error) {
 		Check(config.Positive)
 	config.Duration(cs, &p.DB.BusyTimeout, "db-busy-timeout", outbox.DefaultBusyTimeout, "how long an SQLite statement waits for another writer's lock").
 		Check(config.Positive)
-	config.Int(cs, &p.Streams.Replicas, "replicas", jetstream.DefaultReplicas, "replicas of NOTIFY and NOTIFY_DEAD (3 on a cluster)").
-		Check(config.Between(1, 5))
-	window := config.Duration(cs, &p.Streams.Duplicates, "duplicate-window", jetstream.DefaultDuplicates, "NOTIFY de-duplication window: covers a publisher restart or takeover").
-		Check(config.AtLeast(jetstream.MinDuplicates))
-	config.Duration(cs, &p.Streams.MaxAge, "max-age", jetstream.DefaultMaxAge, "how long NOTIFY keeps messages (at least -duplicate-window)").
-		Check(config.AtLeastFlag(window))
-	config.Duration(cs, &p.Streams.DeadMaxAge, "dead-max-age", jetstream.DefaultDeadMaxAge, "how long NOTIFY_DEAD keeps dead letters").
-		Check(config.Positive)
+	s.jetstream.Register(cs, jetstream.FlagReplicas, jetstream.FlagDuplicates, jetstream.FlagMaxAge, jetstream.FlagDeadMaxAge)
 	s.log.Register(cs)
 	config.Bool(cs, &s.showVersion, "version", false, "print the version and exit")
 	if err := cs.Parse(args); err != nil {
@@ -162,6 +161,15 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer nc.Close()
 	reg := daemon.NewRegistry()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return err
+	}
+	objects, err := daemon.NewObjects(jetstream.Declare(s.jetstream.Settings).ForPublisher(), s.jetstream, log, reg)
+	if err != nil {
+		return err
+	}
+	s.pub.Prepare = func(ctx context.Context) error { return objects.Prepare(ctx, js) }
 	s.pub.Logger = log
 	s.pub.Registerer = reg
 	pub, err := publisher.Open(ctx, s.dbPath, nc, s.pub)

@@ -23,6 +23,7 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
@@ -51,8 +52,7 @@ const freeBotRate = 30
 // settings are everything the flags configure.
 type settings struct {
 	nats        jetstream.Options
-	streams     jetstream.StreamSettings
-	consumer    jetstream.WorkerSettings
+	jetstream   daemon.JetStreamFlags
 	worker      delivery.Config
 	apiURL      string
 	tokenFile   string
@@ -66,11 +66,16 @@ type settings struct {
 
 const usage = `Usage: telegram-worker [flags]
 
-Sends notifications from the NOTIFY stream to Telegram. Every flag can also be
-set as TELEGRAM_WORKER_<FLAG> (upper case, dashes as underscores) or in the
--config YAML file; an explicit flag wins over the environment, which wins over
-the file. $NATS_URL sets -nats too. The bot token is read from
-$TELEGRAM_BOT_TOKEN or -token-file.
+Sends notifications from the NOTIFY stream to Telegram. At start it creates
+the streams, its consumer and buckets if they are missing, as the
+-jetstream-config declaration says, and reports where the live objects differ
+from it; it never changes them (tgnotify provision does). It keeps held
+messages alive by the live consumer's ack wait.
+
+Every flag can also be set as TELEGRAM_WORKER_<FLAG> (upper case, dashes as
+underscores) or in the -config YAML file; an explicit flag wins over the
+environment, which wins over the file. $NATS_URL sets -nats too. The bot token
+is read from $TELEGRAM_BOT_TOKEN or -token-file.
 
 `
 
@@ -111,17 +116,10 @@ func parse(args []string, out io.Writer) (*settings, error) {
 	config.Int(cs, &w.RememberDelivered, "remember-delivered", def.RememberDelivered, "recently delivered keys kept in memory besides the KV bucket").Check(config.NotNegative)
 	config.Duration(cs, &w.StatsInterval, "stats-interval", def.StatsInterval, "how often queue depth and dead letters are read").Check(config.Positive)
 
-	c := &s.consumer
-	config.Duration(cs, &c.AckWait, "ack-wait", jetstream.DefaultAckWait, "consumer ack wait; held messages are kept alive every third of it").Check(config.AtLeast(time.Second))
-	config.Int(cs, &c.MaxAckPending, "max-ack-pending", jetstream.DefaultMaxAckPending, "messages delivered to the worker and not yet acked").Check(config.AtLeast(1))
-	config.Duration(cs, &c.PinnedTTL, "pinned-ttl", jetstream.DefaultPinnedTTL, "how long the active worker may go without pulling before a standby takes over").Check(config.AtLeast(time.Second))
-	config.Duration(cs, &c.DeliveredTTL, "delivered-ttl", jetstream.DefaultDeliveredTTL, "how long a delivery record is kept (replays within it are never sent twice)").Check(config.Positive)
-	config.Duration(cs, &c.AttemptsTTL, "attempts-ttl", jetstream.DefaultAttemptsTTL, "how long an attempt counter is kept").Check(config.Positive)
-	config.Int(cs, &c.Replicas, "replicas", jetstream.DefaultReplicas, "replicas of streams, consumer and buckets (3 on a cluster)").Check(config.Between(1, 5))
-	window := config.Duration(cs, &s.streams.Duplicates, "duplicate-window", jetstream.DefaultDuplicates, "NOTIFY de-duplication window").
-		Check(config.AtLeast(jetstream.MinDuplicates))
-	config.Duration(cs, &s.streams.MaxAge, "max-age", jetstream.DefaultMaxAge, "how long NOTIFY keeps messages (at least -duplicate-window)").Check(config.AtLeastFlag(window))
-	config.Duration(cs, &s.streams.DeadMaxAge, "dead-max-age", jetstream.DefaultDeadMaxAge, "how long NOTIFY_DEAD keeps dead letters").Check(config.Positive)
+	// The consumer, stream and bucket settings are the JetStream
+	// declaration's; the worker's flags for them are gone.
+	s.jetstream.Register(cs, jetstream.FlagReplicas, jetstream.FlagDuplicates, jetstream.FlagMaxAge, jetstream.FlagDeadMaxAge,
+		jetstream.FlagDeliveredTTL, jetstream.FlagAttemptsTTL, jetstream.FlagAckWait, jetstream.FlagMaxAckPending, jetstream.FlagPinnedTTL)
 	s.log.Register(cs)
 	config.Bool(cs, &s.showVersion, "version", false, "print the version and exit")
 	if err := cs.Parse(args); err != nil {
@@ -130,14 +128,10 @@ func parse(args []string, out io.Writer) (*settings, error) {
 	if w.PaidBroadcast && !rate.IsSet() {
 		w.BotRate = 0 // delivery's paid-broadcast default
 	}
-	w.AckWait = c.AckWait
-	s.streams.Replicas = c.Replicas
-	// Every rule of the Validate methods is declared on a flag above; this
-	// only catches one that was not.
-	for _, err := range []error{w.Validate(), c.Validate(), s.streams.Validate()} {
-		if err != nil {
-			return nil, &config.Error{Err: err}
-		}
+	// Every rule of Validate is declared on a flag above; this only catches
+	// one that was not. (AckWait is the live consumer's, read at start.)
+	if err := w.Validate(); err != nil {
+		return nil, &config.Error{Err: err}
 	}
 	return s, nil
 }
@@ -213,7 +207,8 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	res, err := provision(startCtx, js, s, log)
+	reg := daemon.NewRegistry()
+	res, err := prepare(startCtx, js, s, log, reg)
 	if errors.Is(err, context.Canceled) {
 		log.Info("stopped during start-up")
 		return nil
@@ -222,7 +217,6 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	stopStart()
-	reg := daemon.NewRegistry()
 	w, err := delivery.New(s.worker, delivery.Deps{JS: js, Resources: res, API: api, Logger: log, Registry: reg})
 	if err != nil {
 		return daemon.UsageError{Err: err}
@@ -247,38 +241,46 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	log.Info("telegram worker starting", "version", version, "nats", jetstream.RedactURL(s.nats.ServerURLs()),
 		"bot_rate", s.worker.BotRate, "paid_broadcast", s.worker.PaidBroadcast)
 	err = g.Run()
-	if daemon.SignalStopped(err) {
+	switch {
+	case daemon.SignalStopped(err):
 		log.Info("telegram worker stopped", "reason", err.Error())
+		return nil
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		log.Info("telegram worker stopped")
 		return nil
 	}
 	return err
 }
 
-// provision creates or updates the streams, the consumer and the buckets,
-// retrying while NATS is unreachable, until ctx ends.
-func provision(ctx context.Context, js natsjs.JetStream, s *settings, log *slog.Logger) (*jetstream.WorkerResources, error) {
-	delay := 200 * time.Millisecond
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := jetstream.ProvisionStreams(pctx, js, s.streams)
-		var res *jetstream.WorkerResources
-		if err == nil {
-			res, err = jetstream.ProvisionWorker(pctx, js, s.consumer)
-		}
-		cancel()
-		var conflict *jetstream.ConflictError
-		switch {
-		case err == nil:
-			return res, nil
-		case errors.As(err, &conflict):
-			return nil, err
-		}
-		log.Warn("cannot provision JetStream yet; retrying", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
+// prepare makes sure the streams, the consumer and the buckets exist (see
+// daemon.Objects: created if missing with -provision, never changed, drift
+// reported), retrying while NATS is unreachable, until ctx ends. It opens
+// them and takes the worker's ack wait from the live consumer, so that a
+// consumer whose ack wait drifted from the declaration is still kept alive
+// in time.
+func prepare(ctx context.Context, js natsjs.JetStream, s *settings, log *slog.Logger, reg prometheus.Registerer) (*jetstream.WorkerResources, error) {
+	decl, err := jetstream.Declare(s.jetstream.Settings).ForWorker(jetstream.DefaultChannel)
+	if err != nil {
+		return nil, &config.Error{Flag: "jetstream-config", Value: s.jetstream.Source(), Err: err}
 	}
+	objects, err := daemon.NewObjects(decl, s.jetstream, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	if err := objects.Wait(ctx, js); err != nil {
+		return nil, err
+	}
+	res, err := jetstream.OpenWorker(ctx, js, jetstream.DefaultChannel)
+	if err != nil {
+		return nil, err
+	}
+	ackWait := res.Consumer.CachedInfo().Config.AckWait
+	if ackWait < time.Second {
+		return nil, fmt.Errorf("consumer %s has an ack wait of %v; the worker needs at least 1s: fix it with `tgnotify provision` (or nats consumer edit)",
+			jetstream.ConsumerTelegram, ackWait)
+	}
+	s.worker.AckWait = ackWait
+	log.Info("consumer ready", "consumer", jetstream.ConsumerTelegram, "ack_wait", ackWait.String(),
+		"max_ack_pending", res.Consumer.CachedInfo().Config.MaxAckPending, "declaration", s.jetstream.Source())
+	return res, nil
 }

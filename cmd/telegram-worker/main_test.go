@@ -1,17 +1,25 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/config/configtest"
 	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
@@ -76,10 +84,14 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := delivery.DefaultConfig()
-	want.AckWait = jetstream.DefaultAckWait
-	want.PullBatch, want.TakeoverGap = 0, 0 // not flags: the library's defaults apply
+	// Not flags: the library's defaults apply, and the ack wait is the live
+	// consumer's, read at start.
+	want.AckWait, want.PullBatch, want.TakeoverGap = 0, 0, 0
 	if s.worker != want {
 		t.Fatalf("worker configuration from the flag defaults:\n got %+v\nwant %+v", s.worker, want)
+	}
+	if s.jetstream.Settings.AckWait != jetstream.DefaultAckWait || !s.jetstream.Provision {
+		t.Fatalf("JetStream declaration %+v, provision %v: want the defaults", s.jetstream.Settings, s.jetstream.Provision)
 	}
 }
 
@@ -91,10 +103,11 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		want string
 	}{
 		{"negative rate", []string{"-bot-rate", "-1"}, "", "-bot-rate -1: must be positive"},
-		{"not a duration", []string{"-ack-wait", "soon"}, "", "ack-wait"},
-		{"small ack wait", []string{"-ack-wait", "10ms"}, "", "-ack-wait 10ms: must be at least 1s"},
+		{"not a duration", []string{"-breaker-open", "soon"}, "", "breaker-open"},
+		{"removed consumer flag", []string{"-ack-wait", "10s"}, "", "-ack-wait: removed: ack-wait is part of the JetStream declaration now"},
+		{"removed bucket setting in the file", nil, "delivered-ttl: 48h\n", "-delivered-ttl (from "},
 		{"cap below base", []string{"-backoff-base", "2s", "-backoff-cap", "1s"}, "", "-backoff-cap 1s: must be at least -backoff-base 2s"},
-		{"max age below window", []string{"-max-age", "1m"}, "", "-max-age 1m: must be at least -duplicate-window 2h"},
+		{"bad declaration", []string{"-jetstream-config", writeFile(t, "j.yaml", "pinned-ttl: 10ms\n")}, "", "-pinned-ttl 10ms: must be at least 1s"},
 		{"zero breaker failures", []string{"-breaker-failures", "0"}, "", "-breaker-failures 0: must be at least 1"},
 		{"paid broadcast at the free rate", []string{"-paid-broadcast", "-bot-rate", "30"}, "", "-paid-broadcast: requires -bot-rate above 30 (got 30)"},
 		{"paid broadcast below the free rate, from the file", nil, "paid-broadcast: true\nbot-rate: 20\n", "w.yaml:1): requires -bot-rate above 30 (got 20)"},
@@ -142,5 +155,164 @@ func TestTokenSources(t *testing.T) {
 	}
 	if _, err := readToken("/nonexistent/token", env("")); err == nil || !strings.Contains(err.Error(), "-token-file") {
 		t.Fatalf("missing token file: %v", err)
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startWorker runs the worker in-process against srv with a Bot API that
+// does not answer (the worker starts anyway), and returns its log, its
+// metrics address and a function that stops it and returns runMain's error.
+func startWorker(t *testing.T, srv *natstest.Server, args ...string) (*syncBuffer, string, func() error) {
+	t.Helper()
+	addr := freeAddr(t)
+	args = append([]string{"-nats", srv.URL(), "-http", addr, "-telegram-api", "http://" + freeAddr(t), "-request-timeout", "1s", "-log-format", "json"}, args...)
+	getenv := func(k string) string {
+		if k == "TELEGRAM_BOT_TOKEN" {
+			return "1:test-token"
+		}
+		return ""
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- runMain(ctx, args, getenv, logs) }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("runMain did not return after stop")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return logs, addr, stop
+}
+
+func connect(t *testing.T, srv *natstest.Server) natsjs.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// logLine reports whether one line of log holds every one of parts.
+func logLine(log string, parts ...string) bool {
+	for line := range strings.Lines(log) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func metrics(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestWorkerKeepsTheLiveAckWait: the consumer's ack wait was provisioned at
+// 20s while the worker's declaration says 30s. The worker keeps the
+// consumer, reports the drift, and keeps held messages alive by the live
+// 20s, not by the declared 30s, which would let them be redelivered.
+func TestWorkerKeepsTheLiveAckWait(t *testing.T) {
+	srv := natstest.Start(t)
+	js := connect(t, srv)
+	s := jetstream.DefaultSettings()
+	s.AckWait = 20 * time.Second
+	if _, err := jetstream.Provision(context.Background(), js, jetstream.Declare(s), false); err != nil {
+		t.Fatal(err)
+	}
+	logs, addr, stop := startWorker(t, srv)
+	natstest.WaitFor(t, 20*time.Second, func() bool {
+		return strings.Contains(metrics(addr), `tgnotify_jetstream_drift{field="ack_wait",kind="consumer",name="telegram-worker"} 1`)
+	}, "the drift gauge on /metrics")
+	if err := stop(); err != nil {
+		t.Fatalf("runMain: %v", err)
+	}
+	for _, want := range [][]string{
+		{`"msg":"JetStream configuration drift`, `"field":"ack_wait","live":"20s","declared":"30s"`},
+		{`"msg":"consumer ready"`, `"ack_wait":"20s"`},
+	} {
+		if !logLine(logs.String(), want...) {
+			t.Errorf("no log line says %q:\n%s", want, logs)
+		}
+	}
+	c, err := js.Consumer(context.Background(), jetstream.StreamNotify, jetstream.ConsumerTelegram)
+	if err != nil || c.CachedInfo().Config.AckWait != 20*time.Second {
+		t.Errorf("consumer ack wait after the worker's start: %v, want the live 20s kept", err)
+	}
+}
+
+// TestWorkerWithoutProvisionWaits: with -provision=false on an empty server
+// the worker creates nothing and says what it waits for, then starts once
+// `tgnotify provision` (here the library call) has created everything.
+func TestWorkerWithoutProvisionWaits(t *testing.T) {
+	srv := natstest.Start(t)
+	js := connect(t, srv)
+	logs, _, stop := startWorker(t, srv, "-provision=false")
+	natstest.WaitFor(t, 20*time.Second, func() bool {
+		return strings.Contains(logs.String(), "missing stream NOTIFY, stream NOTIFY_DEAD, consumer telegram-worker on NOTIFY, bucket notify_delivered, "+
+			"bucket notify_chats, bucket notify_attempts: not created because -provision=false; waiting until `tgnotify provision` creates them")
+	}, "the worker to say what it waits for")
+	for name := range js.StreamNames(context.Background()).Name() {
+		t.Errorf("stream %s exists: the worker must not create anything with -provision=false", name)
+	}
+	if _, err := jetstream.Provision(context.Background(), js, jetstream.Declare(jetstream.DefaultSettings()), false); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 20*time.Second, func() bool { return strings.Contains(logs.String(), `"msg":"consumer ready"`) }, "the worker to start once provisioned")
+	if err := stop(); err != nil {
+		t.Fatalf("runMain: %v", err)
 	}
 }

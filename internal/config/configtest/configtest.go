@@ -50,8 +50,8 @@ func CheckCommentedDefaults(t testing.TB, fs *flag.FlagSet, path string, skip ..
 		}
 		shown[key] = line
 		f := fs.Lookup(key)
-		if f == nil {
-			t.Errorf("%s:%d: %s is not a flag of %s", path, line, key, fs.Name())
+		if f == nil || removed(f) {
+			t.Errorf("%s:%d: %s is not a flag of %s (or was removed)", path, line, key, fs.Name())
 			continue
 		}
 		var kv map[string]yaml.Node
