@@ -18,7 +18,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/oklog/run"
@@ -95,7 +94,7 @@ func serve(ctx context.Context, cfg emulator.Config, addr string, stdout io.Writ
 			_ = srv.Close()
 		}
 	})
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	g.Add(daemon.SignalHandler(ctx))
 	err = g.Run()
 	if errors.Is(err, run.ErrSignal) || errors.Is(err, context.Canceled) {
 		logger.Info("stopped", "reason", err.Error())

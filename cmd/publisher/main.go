@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -179,7 +178,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	defer pub.Close()
 
 	var g run.Group
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	g.Add(daemon.SignalHandler(ctx))
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g.Add(func() error { return pub.Run(runCtx) }, func(error) { stop() })

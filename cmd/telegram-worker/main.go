@@ -216,14 +216,16 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
+	// Hand the signals to the run group's handler without a gap in which
+	// SIGTERM would kill the process.
+	var g run.Group
+	g.Add(daemon.SignalHandler(ctx))
 	stopStart()
 	w, err := delivery.New(s.worker, delivery.Deps{JS: js, Resources: res, API: api, Logger: log, Registry: reg})
 	if err != nil {
 		return daemon.UsageError{Err: err}
 	}
 
-	var g run.Group
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	runCtx, stop := context.WithCancel(ctx)
 	g.Add(func() error { return w.Run(runCtx) }, func(error) { stop() })
 	daemon.AddHTTP(&g, ln, daemon.Endpoints{

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/oklog/run"
@@ -107,7 +106,7 @@ func runMain(args []string) error {
 	}
 
 	var g run.Group
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	g.Add(daemon.SignalHandler(ctx))
 	g.Add(func() error {
 		log.Info("shop listening", "addr", ln.Addr().String(), "db", dbPath, "version", version)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

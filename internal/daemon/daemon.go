@@ -14,7 +14,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/oklog/run"
@@ -160,6 +163,31 @@ func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
+}
+
+// SignalHandler is run.SignalHandler for SIGINT and SIGTERM, except that it
+// subscribes to the signals when it is called rather than when the group
+// runs the actor. run.SignalHandler subscribes inside its goroutine, so a
+// SIGTERM that arrived while the group was starting (its HTTP endpoints may
+// already answer) met no handler and killed the process by the default
+// action, without the graceful stop. Call it before anything that gives up
+// another handler, and run the group soon after: until then the signals are
+// held for it.
+func SignalHandler(ctx context.Context) (execute func() error, interrupt func(error)) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	return func() error {
+			defer signal.Stop(sigc)
+			select {
+			case sig := <-sigc:
+				return &run.SignalError{Signal: sig}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, func(error) {
+			cancel()
+		}
 }
 
 // SignalStopped reports whether the group ended because of a signal.
