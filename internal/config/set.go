@@ -415,6 +415,13 @@ func kindName(v any) string {
 	return ""
 }
 
+// IsRemoved reports whether f was declared with [Set.Removed]: it no longer
+// exists, and a file should not show it.
+func IsRemoved(f *flag.Flag) bool {
+	_, ok := f.Value.(removedValue)
+	return ok
+}
+
 // removedValue is the flag.Value of a removed flag: setting it fails.
 type removedValue struct{ hint string }
 

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -75,9 +76,11 @@ func (b *bundle) run(name string, args ...string) (int, string) {
 		b.t.Fatalf("%s %v did not exit within 60s:\n%s", name, args, out.String())
 	}
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
 		b.t.Fatalf("running %s: %v", name, err)
 	}
 	b.t.Logf("$ %s %s (exit %d)\n%s", name, strings.Join(args, " "), code, out.String())

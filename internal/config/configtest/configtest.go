@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tgnotify/tgnotify/internal/config"
 )
 
 // setting matches a commented setting: "# key: value", maybe followed by a
@@ -50,7 +52,7 @@ func CheckCommentedDefaults(t testing.TB, fs *flag.FlagSet, path string, skip ..
 		}
 		shown[key] = line
 		f := fs.Lookup(key)
-		if f == nil || removed(f) {
+		if f == nil || config.IsRemoved(f) {
 			t.Errorf("%s:%d: %s is not a flag of %s (or was removed)", path, line, key, fs.Name())
 			continue
 		}
@@ -67,14 +69,8 @@ func CheckCommentedDefaults(t testing.TB, fs *flag.FlagSet, path string, skip ..
 		t.Fatal(err)
 	}
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := shown[f.Name]; !ok && !slices.Contains(skip, f.Name) && !removed(f) {
+		if _, ok := shown[f.Name]; !ok && !slices.Contains(skip, f.Name) && !config.IsRemoved(f) {
 			t.Errorf("%s does not show -%s (default %q)", path, f.Name, f.DefValue)
 		}
 	})
-}
-
-// removed reports whether f is a flag that no longer exists
-// (config.Set.Removed): the file must not show it.
-func removed(f *flag.Flag) bool {
-	return len(f.Usage) >= 8 && f.Usage[:8] == "removed:"
 }
