@@ -2,7 +2,8 @@
 // tests, demos, benchmarks and chaos runs. See docs/EMULATOR.md.
 //
 // Every flag can also be set through the environment with the EMULATOR_
-// prefix (-bot-rate is EMULATOR_BOT_RATE); a flag on the command line wins.
+// prefix (-bot-rate is EMULATOR_BOT_RATE) or in the -config YAML file; a flag
+// on the command line wins over the environment, which wins over the file.
 package main
 
 import (
@@ -17,12 +18,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/oklog/run"
-	"github.com/peterbourgon/ff/v3"
 
+	"github.com/tgnotify/tgnotify/internal/config"
+	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 )
 
@@ -41,7 +42,7 @@ func main() {
 // realMain runs the emulator until a signal or ctx ends it and returns the exit
 // status: 0 after a clean stop, 1 after a failure, 2 for bad flags.
 func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, addr, logLevel, err := parseFlags(args, stderr)
+	cfg, addr, logFlags, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -49,7 +50,11 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "botapi-emulator: %v\n", err)
 		return exitUsage
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
+	logger, err := logFlags.Logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "botapi-emulator: %v\n", err)
+		return exitUsage
+	}
 	cfg.Logger = logger
 	if err := serve(ctx, cfg, addr, stdout, logger); err != nil {
 		logger.Error("botapi-emulator stopped", "error", err)
@@ -89,7 +94,7 @@ func serve(ctx context.Context, cfg emulator.Config, addr string, stdout io.Writ
 			_ = srv.Close()
 		}
 	})
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	g.Add(daemon.SignalHandler(ctx))
 	err = g.Run()
 	if errors.Is(err, run.ErrSignal) || errors.Is(err, context.Canceled) {
 		logger.Info("stopped", "reason", err.Error())
@@ -98,124 +103,95 @@ func serve(ctx context.Context, cfg emulator.Config, addr string, stdout io.Writ
 	return err
 }
 
-// parseFlags reads the command line and the EMULATOR_ environment.
-func parseFlags(args []string, stderr io.Writer) (emulator.Config, string, slog.Level, error) {
-	fs := flag.NewFlagSet("botapi-emulator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: botapi-emulator [flags]\n\n"+
-			"Serves a stand-in for the Telegram Bot API at /bot<token>/<method> and control\n"+
-			"endpoints under /emulator/ (see docs/EMULATOR.md). Every flag can also be set\n"+
-			"with an EMULATOR_ environment variable (-bot-rate: EMULATOR_BOT_RATE); a flag\n"+
-			"on the command line wins.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+// Defaults of the emulator's own flags; the limits' come from
+// emulator.DefaultLimits.
+const (
+	defaultHTTP        = "127.0.0.1:8081"
+	defaultFaultDelay  = 5 * time.Second
+	defaultSeed        = 1
+	defaultBotUsername = "emulator_bot"
+)
+
+const usage = "Usage: botapi-emulator [flags]\n\n" +
+	"Serves a stand-in for the Telegram Bot API at /bot<token>/<method> and control\n" +
+	"endpoints under /emulator/ (see docs/EMULATOR.md). Every flag can also be set\n" +
+	"with an EMULATOR_ environment variable (-bot-rate: EMULATOR_BOT_RATE) or in the\n" +
+	"-config YAML file; a flag on the command line wins over the environment, which\n" +
+	"wins over the file.\n\nFlags:\n"
+
+// parseFlags reads the command line, the EMULATOR_ environment and the
+// -config file.
+func parseFlags(args []string, stderr io.Writer) (emulator.Config, string, daemon.LogFlags, error) {
+	cs := config.New("botapi-emulator", config.Options{EnvPrefix: "EMULATOR", ConfigFlag: "config", Output: stderr, Usage: usage})
 	def := emulator.DefaultLimits()
 	var (
 		cfg         emulator.Config
+		lim         = &cfg.Limits
+		out         emulator.Outage
 		blocked     idList
 		deactivated idList
 		notFound    idList
 		migrate     = migrations{}
+		addr        string
 		faultMode   string
-		logLevel    slog.Level
-		addr        = fs.String("http", "127.0.0.1:8081", "listen `address` for the Bot API and the /emulator/ control endpoints")
-		token       = fs.String("token", defaultToken, "the bot `token` the emulator accepts (a test token; any other gets 401)")
-		limits      = fs.Bool("limits", true, "enforce Telegram's rate limits")
-		botRate     = fs.Float64("bot-rate", def.BotRate, "bot-wide limit in messages per second")
-		botBurst    = fs.Int("bot-burst", def.BotBurst, "bot-wide burst in messages")
-		chatRate    = fs.Float64("chat-rate", def.ChatRate, "per private chat limit in messages per second")
-		chatBurst   = fs.Int("chat-burst", def.ChatBurst, "per private chat burst in messages")
-		groupPerMin = fs.Float64("group-per-minute", def.GroupPerMinute, "per group (chat_id < 0) limit in messages per minute")
-		groupBurst  = fs.Int("group-burst", def.GroupBurst, "per group burst in messages")
-		paidRate    = fs.Float64("paid-rate", def.PaidRate, "limit in messages per second with allow_paid_broadcast")
-		paidBurst   = fs.Int("paid-burst", def.PaidBurst, "burst in messages with allow_paid_broadcast")
-		latency     = fs.Duration("latency", 0, "delay of every Bot API answer")
-		jitter      = fs.Duration("latency-jitter", 0, "uniform jitter (±) around -latency")
-		faultProb   = fs.Float64("fault-probability", 1, "fraction of requests hit by -fault, in (0, 1]")
-		faultDur    = fs.Duration("fault-duration", 0, "end -fault after this long (0: until DELETE /emulator/outage)")
-		faultStatus = fs.Int("fault-status", 0, "HTTP status of -fault 5xx (default 502) or json5xx (default 500)")
-		faultDelay  = fs.Duration("fault-delay", 5*time.Second, "extra latency of -fault slow")
-		seed        = fs.Uint64("seed", 1, "seed for latency jitter and fault probability")
-		maxMessages = fs.Int("max-messages", emulator.DefaultMaxMessages, "delivered messages kept for /emulator/messages")
-		botUsername = fs.String("bot-username", "emulator_bot", "username getMe reports")
+		logFlags    daemon.LogFlags
 	)
+	config.String(cs, &addr, "http", defaultHTTP, "listen `address` for the Bot API and the /emulator/ control endpoints")
+	config.String(cs, &cfg.Token, "token", defaultToken, "the bot `token` the emulator accepts (a test token; any other gets 401)")
+	config.Bool(cs, &lim.Enabled, "limits", true, "enforce Telegram's rate limits")
+	config.Float(cs, &lim.BotRate, "bot-rate", def.BotRate, "bot-wide limit in messages per second").Check(config.Positive)
+	config.Int(cs, &lim.BotBurst, "bot-burst", def.BotBurst, "bot-wide burst in messages").Check(config.Positive)
+	config.Float(cs, &lim.ChatRate, "chat-rate", def.ChatRate, "per private chat limit in messages per second").Check(config.Positive)
+	config.Int(cs, &lim.ChatBurst, "chat-burst", def.ChatBurst, "per private chat burst in messages").Check(config.Positive)
+	config.Float(cs, &lim.GroupPerMinute, "group-per-minute", def.GroupPerMinute, "per group (chat_id < 0) limit in messages per minute").Check(config.Positive)
+	config.Int(cs, &lim.GroupBurst, "group-burst", def.GroupBurst, "per group burst in messages").Check(config.Positive)
+	config.Float(cs, &lim.PaidRate, "paid-rate", def.PaidRate, "limit in messages per second with allow_paid_broadcast").Check(config.Positive)
+	config.Int(cs, &lim.PaidBurst, "paid-burst", def.PaidBurst, "burst in messages with allow_paid_broadcast").Check(config.Positive)
+	config.Duration(cs, &cfg.Latency, "latency", 0, "delay of every Bot API answer").Check(config.NotNegative)
+	config.Duration(cs, &cfg.LatencyJitter, "latency-jitter", 0, "uniform jitter (±) around -latency").Check(config.NotNegative)
+	config.Float(cs, &out.Probability, "fault-probability", 1, "fraction of requests hit by -fault, in (0, 1]").Check(func(p float64) error {
+		if p <= 0 || p > 1 {
+			return errors.New("must be above 0 and at most 1")
+		}
+		return nil
+	})
+	config.Duration(cs, &out.Duration, "fault-duration", 0, "end -fault after this long (0: until DELETE /emulator/outage)").Check(config.NotNegative)
+	config.Int(cs, &out.Status, "fault-status", 0, "HTTP status of -fault 5xx (default 502) or json5xx (default 500)").Check(func(code int) error {
+		if code != 0 && (code < 500 || code > 599) {
+			return errors.New("must be a 5xx status")
+		}
+		return nil
+	})
+	config.Duration(cs, &out.Delay, "fault-delay", defaultFaultDelay, "extra latency of -fault slow").Check(config.NotNegative)
+	config.Uint64(cs, &cfg.Seed, "seed", defaultSeed, "seed for latency jitter and fault probability")
+	config.Int(cs, &cfg.MaxMessages, "max-messages", emulator.DefaultMaxMessages, "delivered messages kept for /emulator/messages").Check(config.Positive)
+	config.String(cs, &cfg.BotUsername, "bot-username", defaultBotUsername, "username getMe reports")
+	fs := cs.FlagSet()
 	fs.Var(&blocked, "blocked", "comma-separated chat `ids` that blocked the bot (403)")
 	fs.Var(&deactivated, "deactivated", "comma-separated chat `ids` of deactivated users (403)")
 	fs.Var(&notFound, "not-found", "comma-separated chat `ids` that do not exist (400 chat not found)")
 	fs.Var(migrate, "migrate", "comma-separated group migrations `FROM=TO` (400 with migrate_to_chat_id)")
-	fs.StringVar(&faultMode, "fault", "", "start with an outage: `mode` 5xx, json5xx, drop, slow, blackhole or deliver-drop")
-	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
-
-	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("EMULATOR")); err != nil {
-		return cfg, "", 0, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, "", 0, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-
-	cfg = emulator.Config{
-		Token:         *token,
-		BotUsername:   *botUsername,
-		Latency:       *latency,
-		LatencyJitter: *jitter,
-		Blocked:       blocked,
-		Deactivated:   deactivated,
-		NotFound:      notFound,
-		Migrate:       migrate,
-		Seed:          *seed,
-		MaxMessages:   *maxMessages,
-		Limits: emulator.Limits{
-			Enabled:        *limits,
-			BotRate:        *botRate,
-			BotBurst:       *botBurst,
-			ChatRate:       *chatRate,
-			ChatBurst:      *chatBurst,
-			GroupPerMinute: *groupPerMin,
-			GroupBurst:     *groupBurst,
-			PaidRate:       *paidRate,
-			PaidBurst:      *paidBurst,
-		},
-	}
-	// Check each numeric flag here so the error names the flag, not a
-	// Config field.
-	for _, c := range []struct {
-		name string
-		ok   bool
-	}{
-		{"bot-rate", *botRate > 0},
-		{"bot-burst", *botBurst > 0},
-		{"chat-rate", *chatRate > 0},
-		{"chat-burst", *chatBurst > 0},
-		{"group-per-minute", *groupPerMin > 0},
-		{"group-burst", *groupBurst > 0},
-		{"paid-rate", *paidRate > 0},
-		{"paid-burst", *paidBurst > 0},
-		{"latency", *latency >= 0},
-		{"latency-jitter", *jitter >= 0},
-		{"fault-probability", *faultProb > 0 && *faultProb <= 1},
-		{"fault-duration", *faultDur >= 0},
-		{"fault-status", *faultStatus == 0 || (*faultStatus >= 500 && *faultStatus <= 599)},
-		{"fault-delay", *faultDelay >= 0},
-		{"max-messages", *maxMessages > 0},
-	} {
-		if !c.ok {
-			f := fs.Lookup(c.name)
-			return cfg, "", 0, fmt.Errorf("invalid value %q for flag -%s: out of range", f.Value.String(), c.name)
+	config.String(cs, &faultMode, "fault", "", "start with an outage: `mode` 5xx, json5xx, drop, slow, blackhole or deliver-drop").Check(func(m string) error {
+		if m == "" {
+			return nil
 		}
+		mode, err := emulator.ParseFaultMode(m)
+		out.Mode = mode
+		return err
+	})
+	logFlags.Register(cs)
+	if err := cs.Parse(args); err != nil {
+		return cfg, "", logFlags, err
 	}
+	cfg.Blocked, cfg.Deactivated, cfg.NotFound, cfg.Migrate = blocked, deactivated, notFound, migrate
 	if faultMode != "" {
-		mode, err := emulator.ParseFaultMode(faultMode)
-		if err != nil {
-			return cfg, "", 0, fmt.Errorf("invalid value for flag -fault: %w", err)
-		}
-		cfg.Outage = &emulator.Outage{Mode: mode, Probability: *faultProb, Duration: *faultDur, Status: *faultStatus, Delay: *faultDelay}
+		cfg.Outage = &out
 	}
-	// The remaining settings are checked above; New can only refuse the token.
+	// The other settings are checked above; New can only refuse the token.
 	if _, err := emulator.New(cfg); err != nil {
-		return cfg, "", 0, fmt.Errorf("invalid value for flag -token: %w", err)
+		return cfg, "", logFlags, &config.Error{Flag: "token", Err: err}
 	}
-	return cfg, *addr, logLevel, nil
+	return cfg, addr, logFlags, nil
 }
 
 // idList is a comma-separated list of chat ids.

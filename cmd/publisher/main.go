@@ -14,14 +14,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"syscall"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/run"
 
+	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/outbox"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
 
@@ -36,95 +37,100 @@ func main() {
 	os.Exit(daemon.ExitCode(err))
 }
 
+// defaultHTTP is the publisher's default address of its HTTP endpoints.
+const defaultHTTP = "127.0.0.1:9101"
+
 // settings are everything the flags configure.
 type settings struct {
 	dbPath      string
 	nats        jetstream.Options
 	httpAddr    string
 	pub         publisher.Options
+	jetstream   daemon.JetStreamFlags
 	log         daemon.LogFlags
 	showVersion bool
+	// config is where each setting came from, for the start-up log.
+	config *config.Set
 }
 
-// parse reads flags, $PUBLISHER_* and the -config file. Every mistake is a
-// daemon.UsageError naming the setting.
+const usage = `Usage: publisher -db PATH [flags]
+
+Drains the outbox table of an SQLite database into the NATS JetStream stream
+NOTIFY. At start it creates NOTIFY and NOTIFY_DEAD if they are missing, as the
+-jetstream-config declaration says, and reports where the live streams differ
+from it; it never changes them (tgnotify provision does).
+
+Every flag can also be set as PUBLISHER_<FLAG> (upper case, dashes as
+underscores, e.g. PUBLISHER_BATCH_SIZE) or in the -config YAML file (keys are
+flag names); an explicit flag wins over the environment, which wins over the
+file. $NATS_URL sets -nats too.
+
+`
+
+// parse reads flags, $PUBLISHER_* and the -config file. Every mistake is an
+// error matching config.ErrInvalid that names the flag.
 func parse(args []string, out io.Writer) (*settings, error) {
 	s := &settings{}
 	p := &s.pub
-	fs := flag.NewFlagSet("publisher", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&s.dbPath, "db", "", "`path` of the application's SQLite outbox database (required); the lock file is <path>.lock")
-	s.nats.RegisterFlags(fs)
-	fs.StringVar(&s.httpAddr, "http", "127.0.0.1:9101", "`address` of /metrics, /healthz and /readyz")
-	fs.IntVar(&p.BatchSize, "batch-size", publisher.DefaultBatchSize, "most rows read from the outbox in one query")
-	fs.IntVar(&p.MaxInFlight, "max-in-flight", publisher.DefaultMaxInFlight, "most rows published and not yet acknowledged by JetStream")
-	fs.DurationVar(&p.PollInterval, "poll-interval", publisher.DefaultPollInterval, "how often an idle publisher checks the database for another process's commit (PRAGMA data_version)")
-	fs.DurationVar(&p.FallbackInterval, "fallback-interval", publisher.DefaultFallbackInterval, "slow tick that reads the outbox even when no commit was noticed")
-	fs.DurationVar(&p.AckTimeout, "ack-timeout", publisher.DefaultAckTimeout, "how long a PubAck may take before the publish counts as failed and is retried")
-	fs.DurationVar(&p.RetryInitial, "retry-initial", publisher.DefaultRetryInitial, "first delay after a failure (NATS down, publish error); doubles with jitter")
-	fs.DurationVar(&p.RetryMax, "retry-max", publisher.DefaultRetryMax, "largest delay between retries")
-	fs.DurationVar(&p.LockPollInterval, "lock-poll-interval", publisher.DefaultLockPollInterval, "how often a standby tries to take the lock of the database")
-	fs.DurationVar(&p.PurgeRetention, "purge-retention", publisher.DefaultPurgeRetention, "how long published rows stay in the outbox before they are deleted (keep it longer than the application's retry horizon)")
-	fs.DurationVar(&p.PurgeInterval, "purge-interval", publisher.DefaultPurgeInterval, "how often published rows older than -purge-retention are deleted")
-	fs.IntVar(&p.PurgeChunk, "purge-chunk", publisher.DefaultPurgeChunk, "most rows deleted in one transaction")
-	fs.DurationVar(&p.CheckpointInterval, "checkpoint-interval", publisher.DefaultCheckpointInterval, "how often the WAL is copied into the database (PASSIVE checkpoint, never waits)")
-	fs.DurationVar(&p.TruncateInterval, "truncate-interval", publisher.DefaultTruncateInterval, "how often the -wal file is truncated (TRUNCATE checkpoint; waits at most 200ms for readers, PASSIVE when they are in the way)")
-	fs.DurationVar(&p.BacklogInterval, "backlog-interval", publisher.DefaultBacklogInterval, "how often the backlog metrics are refreshed (less often while the count is expensive)")
-	fs.DurationVar(&p.ShutdownTimeout, "shutdown-timeout", publisher.DefaultShutdownTimeout, "on SIGTERM, how long to wait for in-flight PubAcks and the final marking")
-	fs.DurationVar(&p.DB.BusyTimeout, "db-busy-timeout", 10*time.Second, "how long an SQLite statement waits for another writer's lock")
-	fs.IntVar(&p.Streams.Replicas, "replicas", 1, "replicas of NOTIFY and NOTIFY_DEAD (3 on a cluster)")
-	fs.DurationVar(&p.Streams.Duplicates, "duplicate-window", jetstream.DefaultDuplicates, "NOTIFY de-duplication window: covers a publisher restart or takeover")
-	fs.DurationVar(&p.Streams.MaxAge, "max-age", jetstream.DefaultMaxAge, "how long NOTIFY keeps messages (at least -duplicate-window)")
-	fs.DurationVar(&p.Streams.DeadMaxAge, "dead-max-age", jetstream.DefaultDeadMaxAge, "how long NOTIFY_DEAD keeps dead letters")
-	s.log.Register(fs)
-	fs.BoolVar(&s.showVersion, "version", false, "print the version and exit")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: publisher -db PATH [flags]
-
-Drains the outbox table of an SQLite database into the NATS JetStream stream
-NOTIFY, creating or updating the streams first. Every flag can also be set as
-PUBLISHER_<FLAG> (upper case, dashes as underscores, e.g. PUBLISHER_BATCH_SIZE)
-or in the -config YAML file (keys are flag names); an explicit flag wins over
-the environment, which wins over the file. -nats defaults to $NATS_URL.
-
-`)
-		fs.PrintDefaults()
-	}
-	if err := daemon.Parse(fs, args, "PUBLISHER"); err != nil {
+	cs := config.New("publisher", config.Options{EnvPrefix: "PUBLISHER", ConfigFlag: "config", Output: out, Usage: usage})
+	s.config = cs
+	config.String(cs, &s.dbPath, "db", "", "`path` of the application's SQLite outbox database (required); the lock file is <path>.lock").
+		Check(func(v string) error {
+			if v == "" && !s.showVersion {
+				return errors.New("the outbox database path is required")
+			}
+			return nil
+		})
+	daemon.NATSFlags(cs, &s.nats)
+	config.String(cs, &s.httpAddr, "http", defaultHTTP, "`address` of /metrics, /healthz and /readyz")
+	batch := config.Int(cs, &p.BatchSize, "batch-size", publisher.DefaultBatchSize, "most rows read from the outbox in one query").
+		Check(config.Positive)
+	config.Int(cs, &p.MaxInFlight, "max-in-flight", publisher.DefaultMaxInFlight, "most rows published and not yet acknowledged by JetStream").
+		Check(config.Positive, config.AtLeastFlag(batch))
+	poll := config.Duration(cs, &p.PollInterval, "poll-interval", publisher.DefaultPollInterval, "how often an idle publisher checks the database for another process's commit (PRAGMA data_version)").
+		Check(config.Positive)
+	config.Duration(cs, &p.FallbackInterval, "fallback-interval", publisher.DefaultFallbackInterval, "slow tick that reads the outbox even when no commit was noticed").
+		Check(config.Positive, config.AtLeastFlag(poll))
+	config.Duration(cs, &p.AckTimeout, "ack-timeout", publisher.DefaultAckTimeout, "how long a PubAck may take before the publish counts as failed and is retried").
+		Check(config.Positive)
+	retry := config.Duration(cs, &p.RetryInitial, "retry-initial", publisher.DefaultRetryInitial, "first delay after a failure (NATS down, publish error); doubles with jitter").
+		Check(config.Positive)
+	config.Duration(cs, &p.RetryMax, "retry-max", publisher.DefaultRetryMax, "largest delay between retries").
+		Check(config.Positive, config.AtLeastFlag(retry))
+	config.Duration(cs, &p.LockPollInterval, "lock-poll-interval", publisher.DefaultLockPollInterval, "how often a standby tries to take the lock of the database").
+		Check(config.Positive)
+	config.Duration(cs, &p.PurgeRetention, "purge-retention", publisher.DefaultPurgeRetention, "how long published rows stay in the outbox before they are deleted (keep it longer than the application's retry horizon)").
+		Check(config.Positive)
+	config.Duration(cs, &p.PurgeInterval, "purge-interval", publisher.DefaultPurgeInterval, "how often published rows older than -purge-retention are deleted").
+		Check(config.Positive)
+	config.Int(cs, &p.PurgeChunk, "purge-chunk", publisher.DefaultPurgeChunk, "most rows deleted in one transaction").
+		Check(config.Positive)
+	config.Duration(cs, &p.CheckpointInterval, "checkpoint-interval", publisher.DefaultCheckpointInterval, "how often the WAL is copied into the database (PASSIVE checkpoint, never waits)").
+		Check(config.Positive)
+	config.Duration(cs, &p.TruncateInterval, "truncate-interval", publisher.DefaultTruncateInterval, "how often the -wal file is truncated (TRUNCATE checkpoint; waits at most 200ms for readers, PASSIVE when they are in the way)").
+		Check(config.Positive)
+	config.Duration(cs, &p.BacklogInterval, "backlog-interval", publisher.DefaultBacklogInterval, "how often the backlog metrics are refreshed (less often while the count is expensive)").
+		Check(config.Positive)
+	config.Duration(cs, &p.ShutdownTimeout, "shutdown-timeout", publisher.DefaultShutdownTimeout, "on SIGTERM, how long to wait for in-flight PubAcks and the final marking").
+		Check(config.Positive)
+	config.Duration(cs, &p.DB.BusyTimeout, "db-busy-timeout", outbox.DefaultBusyTimeout, "how long an SQLite statement waits for another writer's lock").
+		Check(config.Positive)
+	s.jetstream.Register(cs, jetstream.FlagReplicas, jetstream.FlagDuplicates, jetstream.FlagMaxAge, jetstream.FlagDeadMaxAge)
+	s.log.Register(cs)
+	config.Bool(cs, &s.showVersion, "version", false, "print the version and exit")
+	if err := cs.Parse(args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, daemon.UsageError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	if s.showVersion {
 		return s, nil
 	}
-	if s.dbPath == "" {
-		return nil, daemon.UsageError{Err: errors.New("-db: the outbox database path is required")}
-	}
-	if p.DB.BusyTimeout <= 0 {
-		return nil, daemon.UsageError{Err: fmt.Errorf("-db-busy-timeout: %v must be positive", p.DB.BusyTimeout)}
-	}
+	// Every rule of Validate is declared on a flag above; this only
+	// catches one that was not.
 	if err := p.Validate(); err != nil {
-		return nil, daemon.UsageError{Err: errors.New(flagNames.Replace(err.Error()))}
-	}
-	if err := s.nats.Validate(); err != nil {
-		return nil, daemon.UsageError{Err: err}
+		return nil, &config.Error{Err: err}
 	}
 	return s, nil
 }
-
-// flagNames rewrites the field names in option errors as the flags that set
-// them. Longer names come first where one contains another.
-var flagNames = strings.NewReplacer(
-	"BatchSize", "-batch-size", "MaxInFlight", "-max-in-flight", "PollInterval", "-poll-interval",
-	"FallbackInterval", "-fallback-interval", "AckTimeout", "-ack-timeout",
-	"RetryInitial", "-retry-initial", "RetryMax", "-retry-max", "LockPollInterval", "-lock-poll-interval",
-	"PurgeRetention", "-purge-retention", "PurgeInterval", "-purge-interval", "PurgeChunk", "-purge-chunk",
-	"CheckpointInterval", "-checkpoint-interval", "TruncateInterval", "-truncate-interval", "BacklogInterval", "-backlog-interval",
-	"ShutdownTimeout", "-shutdown-timeout", "Replicas", "-replicas", "Duplicates", "-duplicate-window",
-	"DeadMaxAge", "-dead-max-age", "MaxAge", "-max-age",
-)
 
 func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	s, err := parse(args, stderr)
@@ -140,6 +146,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log = log.With("daemon", "publisher")
+	log.Info("configuration", s.config.LogAttr())
 	ln, err := daemon.Listen("http", s.httpAddr)
 	if err != nil {
 		return err
@@ -153,6 +160,15 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer nc.Close()
 	reg := daemon.NewRegistry()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return err
+	}
+	objects, err := daemon.NewObjects(jetstream.Declare(s.jetstream.Settings).ForPublisher(), s.jetstream, log, reg)
+	if err != nil {
+		return err
+	}
+	s.pub.Prepare = func(ctx context.Context) error { return objects.Prepare(ctx, js) }
 	s.pub.Logger = log
 	s.pub.Registerer = reg
 	pub, err := publisher.Open(ctx, s.dbPath, nc, s.pub)
@@ -162,7 +178,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	defer pub.Close()
 
 	var g run.Group
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	g.Add(daemon.SignalHandler(ctx))
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g.Add(func() error { return pub.Run(runCtx) }, func(error) { stop() })

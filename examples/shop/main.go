@@ -14,13 +14,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/oklog/run"
-	"github.com/peterbourgon/ff/v3"
 
 	"github.com/tgnotify/tgnotify/internal/shop"
+	"github.com/tgnotify/tgnotify/internal/config"
+	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -32,57 +32,56 @@ func main() {
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "shop:", err)
-		os.Exit(exitCode(err))
+		os.Exit(daemon.ExitCode(err))
 	}
 }
 
-type usageError struct{ error }
+// Defaults of the shop's flags.
+const (
+	defaultDB           = "shop.db"
+	defaultHTTP         = "127.0.0.1:8080"
+	defaultReadTimeout  = 10 * time.Second
+	defaultWriteTimeout = 10 * time.Second
+)
 
-func (e usageError) Unwrap() error { return e.error }
+const usage = `Usage: shop [flags]
 
-func exitCode(err error) int {
-	var u usageError
-	if errors.As(err, &u) {
-		return 2
-	}
-	return 1
-}
+The example order API. Every flag can also be set as SHOP_<FLAG> (upper case,
+dashes as underscores) or in the -config YAML file (keys are flag names); an
+explicit flag wins over the environment, which wins over the file.
+
+`
 
 func runMain(args []string) error {
-	fs := flag.NewFlagSet("shop", flag.ContinueOnError)
 	var (
-		dbPath       = fs.String("db", "shop.db", "path of the SQLite database holding orders and the outbox")
-		httpAddr     = fs.String("http", "127.0.0.1:8080", "address of the order API")
-		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn or error")
-		showVersion  = fs.Bool("version", false, "print the version and exit")
-		readTimeout  = fs.Duration("read-timeout", 10*time.Second, "maximum time to read a whole request")
-		writeTimeout = fs.Duration("write-timeout", 10*time.Second, "maximum time to write a response")
+		dbPath, httpAddr          string
+		readTimeout, writeTimeout time.Duration
+		logFlags                  daemon.LogFlags
+		showVersion               bool
 	)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: shop [flags]\n\nThe example order API. Every flag can also be set as SHOP_<FLAG> (dashes become underscores).\n\n")
-		fs.PrintDefaults()
+	cs := config.New("shop", config.Options{EnvPrefix: "SHOP", ConfigFlag: "config", Usage: usage})
+	config.String(cs, &dbPath, "db", defaultDB, "`path` of the SQLite database holding orders and the outbox")
+	config.String(cs, &httpAddr, "http", defaultHTTP, "`address` of the order API")
+	logFlags.Register(cs)
+	config.Bool(cs, &showVersion, "version", false, "print the version and exit")
+	config.Duration(cs, &readTimeout, "read-timeout", defaultReadTimeout, "maximum time to read a whole request").Check(config.Positive)
+	config.Duration(cs, &writeTimeout, "write-timeout", defaultWriteTimeout, "maximum time to write a response").Check(config.Positive)
+	if err := cs.Parse(args); err != nil {
+		return err
 	}
-	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("SHOP")); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if *showVersion {
+	if showVersion {
 		fmt.Println(version)
 		return nil
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageError{fmt.Errorf("-log-level: %w", err)}
+	log, err := logFlags.Logger(os.Stderr)
+	if err != nil {
+		return err
 	}
-	if *readTimeout <= 0 || *writeTimeout <= 0 {
-		return usageError{errors.New("-read-timeout and -write-timeout must be positive")}
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "shop")
+	log = log.With("component", "shop")
+	log.Info("configuration", cs.LogAttr())
 
 	ctx := context.Background()
-	db, err := outbox.Open(ctx, *dbPath, outbox.Options{})
+	db, err := outbox.Open(ctx, dbPath, outbox.Options{})
 	if err != nil {
 		return err
 	}
@@ -92,24 +91,24 @@ func runMain(args []string) error {
 		return err
 	}
 	defer svc.Close()
-	ln, err := net.Listen("tcp", *httpAddr)
+	ln, err := net.Listen("tcp", httpAddr)
 	if err != nil {
-		return usageError{fmt.Errorf("-http %s: %w", *httpAddr, err)}
+		return daemon.UsageError{Err: fmt.Errorf("-http %s: %w", httpAddr, err)}
 	}
 	srv := &http.Server{
 		Handler:           shop.NewHandler(svc, log),
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       *readTimeout,
-		WriteTimeout:      *writeTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
 	var g run.Group
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	g.Add(daemon.SignalHandler(ctx))
 	g.Add(func() error {
-		log.Info("shop listening", "addr", ln.Addr().String(), "db", *dbPath, "version", version)
+		log.Info("shop listening", "addr", ln.Addr().String(), "db", dbPath, "version", version)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}

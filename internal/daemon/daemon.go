@@ -1,6 +1,7 @@
-// Package daemon holds the wiring both daemons share: configuration parsing
-// (flag > environment > YAML file), logging, and the HTTP endpoints for
-// metrics, health and readiness, as oklog/run actors.
+// Package daemon holds the wiring the daemons share: exit statuses, logging
+// flags, and the HTTP endpoints for metrics, health and readiness, as
+// oklog/run actors. Their configuration (flag > environment > YAML file) is
+// internal/config.
 package daemon
 
 import (
@@ -13,15 +14,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/oklog/run"
-	"github.com/peterbourgon/ff/v3"
-	"github.com/peterbourgon/ff/v3/ffyaml"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tgnotify/tgnotify/internal/config"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // UsageError is a configuration mistake; the daemon exits with status 2.
@@ -31,37 +36,17 @@ func (e UsageError) Error() string { return e.Err.Error() }
 func (e UsageError) Unwrap() error { return e.Err }
 
 // ExitCode maps an error returned by a daemon's main function to its exit
-// status: 0 for nil or -h, 2 for a usage error, 1 otherwise.
+// status: 0 for nil or -h, 2 for a usage error or an invalid configuration
+// (config.ErrInvalid), 1 otherwise.
 func ExitCode(err error) int {
 	var u UsageError
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &u):
+	case errors.As(err, &u), errors.Is(err, config.ErrInvalid):
 		return 2
 	}
 	return 1
-}
-
-// Parse parses args into fs with the project's precedence: an explicit flag
-// wins over the environment variable <envPrefix>_<FLAG> (dashes become
-// underscores, upper case), which wins over the YAML file named by -config
-// (keys are flag names). An unknown key in the file, a bad value anywhere or a
-// missing file is a UsageError that names the setting.
-func Parse(fs *flag.FlagSet, args []string, envPrefix string) error {
-	fs.String("config", "", "YAML configuration `file`; keys are flag names; flags and environment variables override it")
-	err := ff.Parse(fs, args,
-		ff.WithEnvVarPrefix(envPrefix),
-		ff.WithConfigFileFlag("config"),
-		ff.WithConfigFileParser(ffyaml.Parser),
-	)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, flag.ErrHelp):
-		return err
-	}
-	return UsageError{Err: err}
 }
 
 // LogFlags registers -log-level and -log-format.
@@ -69,10 +54,18 @@ type LogFlags struct {
 	Level, Format string
 }
 
-// Register adds the flags to fs.
-func (l *LogFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&l.Level, "log-level", "info", "log `level`: debug, info, warn or error")
-	fs.StringVar(&l.Format, "log-format", "text", "log `format`: text or json")
+// Defaults of [LogFlags].
+const (
+	DefaultLogLevel  = "info"
+	DefaultLogFormat = "text"
+)
+
+// Register adds the flags to cs, with their checks.
+func (l *LogFlags) Register(cs *config.Set) {
+	config.String(cs, &l.Level, "log-level", DefaultLogLevel, "log `level`: debug, info, warn or error").
+		Check(config.OneOf("debug", "info", "warn", "error"))
+	config.String(cs, &l.Format, "log-format", DefaultLogFormat, "log `format`: text or json").
+		Check(config.OneOf("text", "json"))
 }
 
 // Logger builds the logger the flags describe.
@@ -172,5 +165,47 @@ func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
 	})
 }
 
+// SignalHandler is run.SignalHandler for SIGINT and SIGTERM, except that it
+// subscribes to the signals when it is called rather than when the group
+// runs the actor. run.SignalHandler subscribes inside its goroutine, so a
+// SIGTERM that arrived while the group was starting (its HTTP endpoints may
+// already answer) met no handler and killed the process by the default
+// action, without the graceful stop. Call it before anything that gives up
+// another handler, and run the group soon after: until then the signals are
+// held for it.
+func SignalHandler(ctx context.Context) (execute func() error, interrupt func(error)) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	return func() error {
+			defer signal.Stop(sigc)
+			select {
+			case sig := <-sigc:
+				return &run.SignalError{Signal: sig}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, func(error) {
+			cancel()
+		}
+}
+
 // SignalStopped reports whether the group ended because of a signal.
 func SignalStopped(err error) bool { return errors.Is(err, run.ErrSignal) }
+
+// NATSFlags registers the NATS connection flags of o on cs
+// (jetstream.Options.RegisterFlags): $NATS_URL sets -nats when
+// <PREFIX>_NATS does not, the password and token never show in logs or
+// errors, and the options are validated with the rest of the settings.
+func NATSFlags(cs *config.Set, o *jetstream.Options) {
+	o.RegisterFlags(cs.FlagSet())
+	cs.Alias("nats", jetstream.EnvURL)
+	cs.Secret("nats-password", "nats-token")
+	cs.Redact("nats", jetstream.RedactURL)
+	cs.Check(func() error {
+		if err := o.Validate(); err != nil {
+			return &config.Error{Err: err}
+		}
+		return nil
+	})
+}

@@ -1,7 +1,16 @@
 // Package jetstream holds what both daemons (the publisher and the telegram
 // worker) share about NATS JetStream: connection options and flags, the
-// subject and header names of a notification, and idempotent provisioning
-// of the streams, the worker's consumer and its key-value buckets.
+// subject and header names of a notification, and the declaration of every
+// JetStream object they use.
+//
+// The objects are declared in one place: [Settings] (one flag and YAML key
+// per setting) and [Declare], which lists the streams, one durable consumer
+// per delivery channel and the key-value buckets. [Provision] (what
+// `tgnotify provision` runs) creates what is missing and updates what
+// differs; [Ensure] (what the daemons run at start) only creates what is
+// missing and reports the rest as drift, so an operator's `nats stream edit`
+// survives a restart. A field that cannot change in place is a
+// [*ConflictError].
 //
 // The names are the project's shared names (docs/DEVELOPING.md): stream
 // NOTIFY on notify.>, stream NOTIFY_DEAD on dead.>, subject

@@ -150,9 +150,9 @@ func TestStreamSettingsValidate(t *testing.T) {
 		s     jetstream.StreamSettings
 		field string
 	}{
-		{jetstream.StreamSettings{Replicas: 7}, "Replicas"},
-		{jetstream.StreamSettings{Duplicates: time.Millisecond}, "Duplicates"},
-		{jetstream.StreamSettings{Duplicates: 3 * time.Hour, MaxAge: time.Hour}, "MaxAge"},
+		{jetstream.StreamSettings{Replicas: 7}, "-replicas 7"},
+		{jetstream.StreamSettings{Duplicates: time.Millisecond}, "-duplicate-window 1ms"},
+		{jetstream.StreamSettings{Duplicates: 3 * time.Hour, MaxAge: time.Hour}, "-max-age 1h: must be at least -duplicate-window 3h"},
 	} {
 		if err := tc.s.Validate(); err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("Validate(%+v) = %v, want an error naming %s", tc.s, err, tc.field)

@@ -15,10 +15,14 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
+// DefaultBusyTimeout is how long a connection waits for another writer's
+// lock by default.
+const DefaultBusyTimeout = 10 * time.Second
+
 // Options tunes [Open]. The zero value is the recommended configuration.
 type Options struct {
 	// BusyTimeout is how long a connection waits for another writer's lock
-	// before SQLITE_BUSY surfaces. Default 10s.
+	// before SQLITE_BUSY surfaces. Default [DefaultBusyTimeout].
 	BusyTimeout time.Duration
 	// MaxOpenConns bounds the connection pool. Default 8.
 	MaxOpenConns int
@@ -29,7 +33,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.BusyTimeout <= 0 {
-		o.BusyTimeout = 10 * time.Second
+		o.BusyTimeout = DefaultBusyTimeout
 	}
 	if o.MaxOpenConns <= 0 {
 		o.MaxOpenConns = 8

@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -87,9 +87,14 @@ type Options struct {
 	// BacklogInterval is how often the backlog metrics are refreshed.
 	// Default 2s.
 	BacklogInterval time.Duration
-	// Streams are the settings NOTIFY and NOTIFY_DEAD are provisioned with
-	// before the first publish.
-	Streams jetstream.StreamSettings
+	// Prepare makes sure the streams exist before the first publish, and
+	// again after NOTIFY stopped answering (deleted, say). An error that is
+	// a *jetstream.ConflictError stops Run; any other is retried with
+	// backoff. Default: create NOTIFY and NOTIFY_DEAD as
+	// jetstream.DefaultSettings() declares them where they are missing,
+	// changing nothing that exists (jetstream.Ensure). The daemon passes
+	// its declaration, reports drift, and may only wait (-provision=false).
+	Prepare func(ctx context.Context) error
 	// DB tunes the outbox database handle.
 	DB outbox.Options
 
@@ -174,9 +179,6 @@ func (o Options) Validate() error {
 	}
 	if o.PollInterval > 0 && o.FallbackInterval > 0 && o.FallbackInterval < o.PollInterval {
 		errs = append(errs, fmt.Errorf("FallbackInterval: %v must be at least PollInterval %v", o.FallbackInterval, o.PollInterval))
-	}
-	if err := o.Streams.Validate(); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -90,6 +90,13 @@ func Open(ctx context.Context, path string, nc *nats.Conn, opts Options) (*Publi
 		return nil, fmt.Errorf("opening checkpoint handle on %s: %w", path, err)
 	}
 	cpDB.SetMaxOpenConns(1)
+	if opts.Prepare == nil {
+		streams := jetstream.Declare(jetstream.DefaultSettings()).ForPublisher()
+		opts.Prepare = func(ctx context.Context) error {
+			_, err := jetstream.Ensure(ctx, js, streams)
+			return err
+		}
+	}
 	return &Publisher{
 		opts:         opts,
 		log:          opts.Logger.With("component", "publisher"),
@@ -167,14 +174,14 @@ func (p *Publisher) Ready(ctx context.Context) error {
 }
 
 // Run drains the outbox until ctx is cancelled. It first waits, as a hot
-// standby, until it holds the lock next to the database; then it provisions
-// the streams and publishes pending rows, retrying every failure with a
+// standby, until it holds the lock next to the database; then it prepares
+// the streams (Options.Prepare) and publishes pending rows, retrying every failure with a
 // capped, jittered backoff. Once ctx is cancelled it stops reading, waits up
 // to ShutdownTimeout for in-flight PubAcks, marks the acknowledged rows and
 // returns nil.
 //
 // Run returns an error only for what retrying cannot fix: a conflicting
-// existing stream ([jetstream.ErrStreamConflict]), or an error from the
+// existing stream (a [*jetstream.ConflictError]), or an error from the
 // AfterAck hook. It is meant for an oklog/run actor: execute Run(ctx),
 // interrupt by cancelling ctx.
 func (p *Publisher) Run(ctx context.Context) error {
@@ -263,12 +270,13 @@ func (p *Publisher) drain(ctx context.Context) error {
 			continue
 		}
 		if !provisioned {
-			if err := jetstream.ProvisionStreams(ctx, p.js, p.opts.Streams); err != nil {
-				if errors.Is(err, jetstream.ErrStreamConflict) {
-					p.log.Error("cannot provision streams", "err", err)
+			if err := p.opts.Prepare(ctx); err != nil {
+				var conflict *jetstream.ConflictError
+				if errors.As(err, &conflict) {
+					p.log.Error("cannot use the streams", "err", err)
 					return err
 				}
-				fail("provisioning streams", err)
+				fail("preparing the streams", err)
 				continue
 			}
 			provisioned = true

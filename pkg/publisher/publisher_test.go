@@ -474,7 +474,6 @@ func TestOptionsValidateNamesTheField(t *testing.T) {
 		{publisher.Options{BatchSize: 1000, MaxInFlight: 10}, "MaxInFlight"},
 		{publisher.Options{PollInterval: -time.Second}, "PollInterval"},
 		{publisher.Options{RetryInitial: time.Minute, RetryMax: time.Second}, "RetryMax"},
-		{publisher.Options{Streams: jetstream.StreamSettings{Duplicates: time.Hour, MaxAge: time.Minute}}, "MaxAge"},
 	} {
 		err := tc.opts.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.field) {

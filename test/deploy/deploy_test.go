@@ -22,9 +22,11 @@ import (
 	"gopkg.in/yaml.v2"
 
 	"github.com/tgnotify/tgnotify/internal/builtbin"
+	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 )
 
@@ -83,7 +85,8 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 func (r *recorder) Unregister(prometheus.Collector) bool { return true }
 
 // codeMetrics returns the names of every metric the worker and the
-// publisher register, read from the real constructors.
+// publisher register, read from the real constructors (the drift gauge is
+// the daemons' own, internal/daemon).
 func codeMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recorder{names: map[string]bool{}}
@@ -104,6 +107,9 @@ func codeMetrics(t *testing.T) map[string]bool {
 		t.Fatalf("opening a publisher: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
+	if _, err := daemon.NewObjects(jetstream.Declare(jetstream.DefaultSettings()), daemon.JetStreamFlags{}, env.Log, rec); err != nil {
+		t.Fatalf("creating the daemons' JetStream keeper: %v", err)
+	}
 	return rec.names
 }
 
@@ -370,8 +376,10 @@ func TestSystemdUnits(t *testing.T) {
 	units := map[string]struct {
 		binary, config string
 		token          bool
+		oneshot        bool
 	}{
 		"nats-server.service":              {binary: "nats-server", config: "nats-server.conf"},
+		"tgnotify-provision.service":       {binary: "tgnotify", config: "jetstream.yaml", oneshot: true},
 		"tgnotify-publisher.service":       {binary: "publisher", config: "publisher.yaml"},
 		"tgnotify-telegram-worker.service": {binary: "telegram-worker", config: "telegram-worker.yaml", token: true},
 	}
@@ -396,10 +404,23 @@ func TestSystemdUnits(t *testing.T) {
 			if _, err := os.Stat(filepath.Join("../../configs", want.config)); err != nil {
 				t.Errorf("the configuration it installs is missing: %v", err)
 			}
-			for key, value := range map[string]string{
+			checks := map[string]string{
 				"Restart": "always", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
 				"PrivateTmp": "yes", "PrivateDevices": "yes", "KillSignal": "SIGTERM",
-			} {
+			}
+			if want.oneshot {
+				// It runs once and exits: retried on failure, nothing to stop.
+				checks["Restart"], checks["Type"], checks["KillSignal"] = "on-failure", "oneshot", ""
+			}
+			if strings.HasPrefix(name, "tgnotify-") && !want.oneshot {
+				if !strings.Contains(start, "-jetstream-config /etc/tgnotify/jetstream.yaml") {
+					t.Errorf("ExecStart %q does not read the JetStream declaration the provision unit applies", start)
+				}
+				if !strings.Contains(u.get("Unit", "After"), "tgnotify-provision.service") {
+					t.Error("not After=tgnotify-provision.service")
+				}
+			}
+			for key, value := range checks {
 				if got := u.get("Service", key); got != value {
 					t.Errorf("%s=%q, want %q", key, got, value)
 				}
@@ -464,15 +485,16 @@ func TestNATSServerConfig(t *testing.T) {
 }
 
 // TestDaemonConfigFilesParse starts each daemon with its documented
-// configuration file and -version: an unknown key or a bad value would stop
-// it with a usage error before it prints the version.
+// configuration file, the shipped JetStream declaration and -version: an
+// unknown key or a bad value would stop it with a usage error before it
+// prints the version.
 func TestDaemonConfigFilesParse(t *testing.T) {
 	bin := builtbin.Dir(t, "publisher", "telegram-worker")
 	for daemon, file := range map[string]string{
 		"telegram-worker": "../../configs/telegram-worker.yaml",
 		"publisher":       "../../configs/publisher.yaml",
 	} {
-		cmd := exec.Command(filepath.Join(bin, daemon), "-config", file, "-version")
+		cmd := exec.Command(filepath.Join(bin, daemon), "-config", file, "-jetstream-config", "../../configs/jetstream.yaml", "-version")
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s rejects %s: %v\n%s", daemon, file, err, out)

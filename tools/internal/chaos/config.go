@@ -68,12 +68,14 @@ type Config struct {
 	ProgressEvery time.Duration
 }
 
-// WorkerSettings are the worker flags that matter to the faults: shorter
+// WorkerSettings are the worker settings that matter to the faults: shorter
 // than production timers, so that more faults fit in a run; the code paths
-// are the same.
+// are the same. AckWait and PinnedTTL are the consumer's: they go into the
+// JetStream declaration both daemons read (-jetstream-config), the others
+// are worker flags.
 type WorkerSettings struct {
-	AckWait         time.Duration // -ack-wait (production 30s)
-	PinnedTTL       time.Duration // -pinned-ttl (production 10s)
+	AckWait         time.Duration // declaration ack-wait (production 30s)
+	PinnedTTL       time.Duration // declaration pinned-ttl (production 10s)
 	BreakerFailures int           // -breaker-failures
 	BreakerOpen     time.Duration // -breaker-open (production 30s)
 	MaxInFlight     int           // -max-in-flight
@@ -83,11 +85,15 @@ type WorkerSettings struct {
 	RequestTimeout  time.Duration // -request-timeout (production 10s)
 }
 
-// args renders the settings as worker flags.
+// declaration renders the consumer's settings as a JetStream declaration
+// file (configs/jetstream.yaml's keys).
+func (w WorkerSettings) declaration() string {
+	return fmt.Sprintf("ack-wait: %s\npinned-ttl: %s\n", w.AckWait, w.PinnedTTL)
+}
+
+// args renders the other settings as worker flags.
 func (w WorkerSettings) args() []string {
 	return []string{
-		"-ack-wait", w.AckWait.String(),
-		"-pinned-ttl", w.PinnedTTL.String(),
 		"-breaker-failures", fmt.Sprint(w.BreakerFailures),
 		"-breaker-open", w.BreakerOpen.String(),
 		"-max-in-flight", fmt.Sprint(w.MaxInFlight),

@@ -42,6 +42,7 @@ type sut struct {
 	client  *http.Client
 
 	natsConf    string
+	declaration string // the JetStream declaration both daemons read
 	natsPort    int
 	monPort     int
 	natsURL     string
@@ -76,7 +77,11 @@ func newSUT(c Config, dir string) (*sut, error) {
 	}
 	s.dbPath = filepath.Join(s.dataDir, "shop.db")
 	s.natsConf = filepath.Join(dir, "nats-server.conf")
+	s.declaration = filepath.Join(dir, "jetstream.yaml")
 	if err := os.MkdirAll(s.dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(s.declaration, []byte(c.Worker.declaration()), 0o644); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -278,6 +283,7 @@ func (s *sut) stopNATS(hard bool) error {
 func (s *sut) publisherSpec(port int) (procs.Spec, string) {
 	return procs.Spec{Name: namePublisher, Path: s.bin(namePublisher), Unset: s.unset, Args: []string{
 		"-db", s.dbPath, "-nats", s.natsURL, "-http", procs.Addr(port), "-retry-max", "2s",
+		"-jetstream-config", s.declaration,
 	}}, "http://" + procs.Addr(port) + "/healthz"
 }
 
@@ -291,7 +297,7 @@ func (s *sut) workerSpec(i int) func(port int) (procs.Spec, string) {
 	return func(port int) (procs.Spec, string) {
 		args := append([]string{
 			"-nats", s.natsURL, "-telegram-api", s.emulatorURL, "-http", procs.Addr(port),
-			"-stats-interval", "1s", "-shutdown-timeout", "5s",
+			"-stats-interval", "1s", "-shutdown-timeout", "5s", "-jetstream-config", s.declaration,
 		}, s.cfg.Worker.args()...)
 		return procs.Spec{Name: workerName(i), Path: s.bin("telegram-worker"), Args: args,
 				Env: []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}, Unset: s.unset},

@@ -1,0 +1,297 @@
+// Package workerd is the wiring every channel worker daemon shares
+// (cmd/telegram-worker, cmd/max-worker, cmd/email-worker, cmd/sms-worker):
+// the configuration of the delivery engine and of the NATS connection, the
+// JetStream objects, the start-up check of the provider's credentials, the
+// HTTP endpoints (/metrics /healthz /readyz /stats) and the run group. A
+// channel's main declares its own flags and builds its channel; everything
+// else is here, written once.
+package workerd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tgnotify/tgnotify/internal/config"
+	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+)
+
+// Spec is one channel's worker daemon.
+type Spec struct {
+	// Channel is the channel's name: telegram, max, email, sms.
+	Channel string
+	// EnvPrefix makes every flag settable as <EnvPrefix>_<FLAG>
+	// (TELEGRAM_WORKER).
+	EnvPrefix string
+	// HTTP is the default address of the HTTP endpoints.
+	HTTP string
+	// Usage is printed by -h above the flags.
+	Usage string
+	// HaltProbeFlag names the flag of the engine's HaltProbe; default
+	// "halt-probe" (the telegram worker keeps its "token-probe").
+	HaltProbeFlag string
+	// Register binds the channel's own flags; the engine's, NATS's, the
+	// JetStream declaration's and logging's are bound here.
+	Register func(cs *config.Set, engine *delivery.Config)
+	// Build makes the channel once the flags are parsed. getenv reads
+	// secrets from the environment; a configuration mistake is a
+	// daemon.UsageError or a config.Error.
+	Build func(log *slog.Logger, getenv func(string) string) (delivery.Channel, error)
+	// Fatal reports whether the start-up probe's error means the
+	// configuration is wrong (credentials rejected): the daemon then stops
+	// at once instead of starting and retrying.
+	Fatal func(err error) bool
+	// Version is the daemon's version, for -version and the logs.
+	Version string
+}
+
+// Settings are what the shared flags configure.
+type Settings struct {
+	// Engine is the delivery engine's configuration.
+	Engine delivery.Config
+	// NATS is the connection's.
+	NATS        jetstream.Options
+	jetstream   daemon.JetStreamFlags
+	httpAddr    string
+	log         daemon.LogFlags
+	showVersion bool
+	config      *config.Set
+}
+
+// Parse reads the flags, $<EnvPrefix>_* and the -config file into the
+// engine's configuration and the channel's (through spec.Register). Every
+// mistake is an error matching config.ErrInvalid that names the flag.
+func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) (*Settings, error) {
+	s := &Settings{}
+	name := spec.Channel + "-worker"
+	cs := config.New(name, config.Options{EnvPrefix: spec.EnvPrefix, ConfigFlag: "config", Output: out, Usage: spec.Usage, Getenv: getenv})
+	s.config = cs
+	daemon.NATSFlags(cs, &s.NATS)
+	config.String(cs, &s.httpAddr, "http", spec.HTTP, "`address` of /metrics, /healthz, /readyz and /stats")
+	w, def := &s.Engine, delivery.DefaultConfig()
+	if spec.Register != nil {
+		spec.Register(cs, w)
+	}
+	config.Int(cs, &w.MaxInFlight, "max-in-flight", def.MaxInFlight, "concurrent requests to the provider").Check(config.AtLeast(1))
+	config.Int(cs, &w.MaxAttempts, "max-attempts", def.MaxAttempts, "transient failures before a notification moves to the next channel of its route (or is dead-lettered) as max_attempts").Check(config.AtLeast(1))
+	base := config.Duration(cs, &w.BackoffBase, "backoff-base", def.BackoffBase, "first retry delay ceiling; doubles per attempt, full jitter").Check(config.Positive)
+	config.Duration(cs, &w.BackoffCap, "backoff-cap", def.BackoffCap, "largest retry delay ceiling").Check(config.AtLeastFlag(base))
+	config.Uint32(cs, &w.BreakerFailures, "breaker-failures", def.BreakerFailures, "consecutive transient failures that open the circuit breaker").Check(config.AtLeast[uint32](1))
+	config.Duration(cs, &w.BreakerOpen, "breaker-open", def.BreakerOpen, "how long the breaker stays open before a probe").Check(config.Positive)
+	config.Int(cs, &w.LaneCap, "lane-cap", def.LaneCap, "messages of one recipient held in memory; more wait in the stream").Check(config.AtLeast(1))
+	config.Duration(cs, &w.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long a stop waits for requests in flight").Check(config.Positive)
+	probe := spec.HaltProbeFlag
+	if probe == "" {
+		probe = "halt-probe"
+	}
+	config.Duration(cs, &w.HaltProbe, probe, def.HaltProbe, "how often rejected credentials are checked again while sending is halted").Check(config.Positive)
+	config.Int(cs, &w.RememberDelivered, "remember-delivered", def.RememberDelivered, "recently delivered keys kept in memory besides the KV bucket").Check(config.NotNegative)
+	config.Duration(cs, &w.StatsInterval, "stats-interval", def.StatsInterval, "how often queue depth and dead letters are read").Check(config.Positive)
+	config.DurationOrNever(cs, &w.FallbackTransactional, "fallback-after-transactional", def.FallbackTransactional,
+		"how long a transactional notification without a fallback_after of its own stays on this channel before it moves to the next one of its route (or never)")
+	config.DurationOrNever(cs, &w.FallbackBulk, "fallback-after-bulk", def.FallbackBulk,
+		"the same for bulk notifications (or never)")
+	timeout := config.Duration(cs, &w.RequestTimeout, "request-timeout", def.RequestTimeout, "timeout of one request to the provider while it answers fast").Check(config.Positive)
+	config.Duration(cs, &w.MaxRequestTimeout, "max-request-timeout", def.MaxRequestTimeout, "the longest the request timeout grows to while the provider answers slowly").Check(config.AtLeastFlag(timeout))
+	config.Duration(cs, &w.SlowThreshold, "slow-threshold", def.SlowThreshold, "answers slower than this (90th percentile) lower the send rate and raise the request timeout").Check(config.Positive)
+	config.Float(cs, &w.MinRateFraction, "min-rate-fraction", def.MinRateFraction, "the lowest share of the channel's rate a slow provider brings the send rate down to").Check(config.Between(0.001, 1.0))
+	config.Int(cs, &w.StormThreshold, "storm-threshold", def.StormThreshold, "429s within -storm-window that make bulk notifications wait while transactional ones go").Check(config.AtLeast(1))
+	config.Duration(cs, &w.StormWindow, "storm-window", def.StormWindow, "the window of -storm-threshold").Check(config.Positive)
+	config.Int(cs, &w.BacklogThreshold, "backlog-threshold", def.BacklogThreshold, "messages of the channel waiting above which bulk waits while transactional goes (0: off)").Check(config.NotNegative)
+
+	// The consumer, stream and bucket settings are the JetStream
+	// declaration's.
+	s.jetstream.Register(cs, jetstream.FlagReplicas, jetstream.FlagDuplicates, jetstream.FlagMaxAge, jetstream.FlagDeadMaxAge,
+		jetstream.FlagDeliveredTTL, jetstream.FlagAttemptsTTL, jetstream.FlagAckWait, jetstream.FlagMaxAckPending, jetstream.FlagPinnedTTL)
+	s.log.Register(cs)
+	config.Bool(cs, &s.showVersion, "version", false, "print the version and exit")
+	if err := cs.Parse(args); err != nil {
+		return nil, err
+	}
+	// Every rule of Validate is declared on a flag above; this only catches
+	// one that was not. (AckWait is the live consumer's, read at start.)
+	if err := w.Validate(); err != nil {
+		return nil, &config.Error{Err: err}
+	}
+	return s, nil
+}
+
+// FlagSet returns the flags the settings were parsed from.
+func (s *Settings) FlagSet() *flag.FlagSet { return s.config.FlagSet() }
+
+// Main runs the worker daemon of spec until SIGINT or SIGTERM. It returns
+// nil after a clean stop; a configuration mistake is an error that
+// daemon.ExitCode maps to status 2.
+func Main(ctx context.Context, spec Spec, args []string, getenv func(string) string, stderr io.Writer) error {
+	s, err := Parse(spec, args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if s.showVersion {
+		fmt.Fprintln(stderr, spec.Version)
+		return nil
+	}
+	log, err := s.log.Logger(stderr)
+	if err != nil {
+		return err
+	}
+	name := spec.Channel + "-worker"
+	log = log.With("daemon", name)
+	log.Info("configuration", s.config.LogAttr())
+	ch, err := spec.Build(log, getenv)
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			return err
+		}
+		var ue daemon.UsageError
+		if !errors.As(err, &ue) {
+			err = daemon.UsageError{Err: err}
+		}
+		return err
+	}
+	ln, err := daemon.Listen("http", s.httpAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	// Rejected credentials are a configuration error: say so and stop. The
+	// provider being unreachable is not: the worker starts and retries.
+	pctx, cancel := context.WithTimeout(ctx, s.Engine.RequestTimeout)
+	err = ch.Probe(pctx)
+	cancel()
+	switch {
+	case err == nil:
+		log.Info("the provider accepts the credentials", "channel", spec.Channel)
+	case spec.Fatal != nil && spec.Fatal(err):
+		return fmt.Errorf("%s rejected the credentials: %w", spec.Channel, err)
+	default:
+		log.Warn("cannot check the credentials now; starting anyway", "err", err)
+	}
+
+	// Until the run group owns the signals, SIGTERM cancels start-up.
+	startCtx, stopStart := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopStart()
+	s.NATS.Name = name
+	nc, err := jetstream.Connect(startCtx, s.NATS, log)
+	if err != nil {
+		return daemon.UsageError{Err: err}
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return err
+	}
+	reg := daemon.NewRegistry()
+	res, err := prepare(startCtx, js, spec.Channel, s, log, reg)
+	if errors.Is(err, context.Canceled) {
+		log.Info("stopped during start-up")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Hand the signals to the run group's handler without a gap in which
+	// SIGTERM would kill the process.
+	var g run.Group
+	g.Add(daemon.SignalHandler(ctx))
+	stopStart()
+	w, err := delivery.New(s.Engine, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: log, Registry: reg})
+	if err != nil {
+		return daemon.UsageError{Err: err}
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	g.Add(func() error { return w.Run(runCtx) }, func(error) { stop() })
+	daemon.AddHTTP(&g, ln, daemon.Endpoints{
+		Registry: reg,
+		Ready: func() error {
+			if !nc.IsConnected() {
+				return errors.New("not connected to NATS")
+			}
+			return w.Ready()
+		},
+		Extra: map[string]http.Handler{"/stats": http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+			daemon.WriteJSON(rw, http.StatusOK, w.Stats())
+		})},
+	}.Handler(), log)
+	lim := ch.Limits()
+	log.Info(name+" starting", "version", spec.Version, "nats", jetstream.RedactURL(s.NATS.ServerURLs()), "rate", float64(lim.Rate))
+	err = g.Run()
+	switch {
+	case daemon.SignalStopped(err):
+		log.Info(name+" stopped", "reason", err.Error())
+		return nil
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		log.Info(name + " stopped")
+		return nil
+	}
+	return err
+}
+
+// prepare makes sure the streams, the channel's consumer and the buckets
+// exist (see daemon.Objects: created if missing with -provision, never
+// changed, drift reported), retrying while NATS is unreachable, until ctx
+// ends. It opens them and takes the worker's ack wait from the live
+// consumer, so that a consumer whose ack wait drifted from the declaration
+// is still kept alive in time.
+func prepare(ctx context.Context, js natsjs.JetStream, channel string, s *Settings, log *slog.Logger, reg prometheus.Registerer) (*jetstream.WorkerResources, error) {
+	decl, err := jetstream.Declare(s.jetstream.Settings).ForWorker(channel)
+	if err != nil {
+		return nil, &config.Error{Flag: "jetstream-config", Value: s.jetstream.Source(), Err: err}
+	}
+	objects, err := daemon.NewObjects(decl, s.jetstream, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	if err := objects.Wait(ctx, js); err != nil {
+		return nil, err
+	}
+	res, err := jetstream.OpenWorker(ctx, js, channel)
+	if err != nil {
+		return nil, err
+	}
+	consumer := jetstream.ConsumerName(channel)
+	ackWait := res.Consumer.CachedInfo().Config.AckWait
+	if ackWait < time.Second {
+		return nil, fmt.Errorf("consumer %s has an ack wait of %v; the worker needs at least 1s: fix it with `tgnotify provision` (or nats consumer edit)",
+			consumer, ackWait)
+	}
+	s.Engine.AckWait = ackWait
+	log.Info("consumer ready", "consumer", consumer, "ack_wait", ackWait.String(),
+		"max_ack_pending", res.Consumer.CachedInfo().Config.MaxAckPending, "declaration", s.jetstream.Source())
+	return res, nil
+}
+
+// ReadSecret returns a secret from the file named by a flag, else from an
+// environment variable, trimmed; what names them goes into the error when
+// neither gives one.
+func ReadSecret(file, fileFlag, env string, getenv func(string) string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", daemon.UsageError{Err: fmt.Errorf("-%s: %w", fileFlag, err)}
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	if v := strings.TrimSpace(getenv(env)); v != "" {
+		return v, nil
+	}
+	return "", daemon.UsageError{Err: fmt.Errorf("no secret: set %s or -%s", env, fileFlag)}
+}
