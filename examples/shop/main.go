@@ -16,11 +16,13 @@ import (
 	"os"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/run"
 
-	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/internal/shop"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -46,9 +48,13 @@ const (
 
 const usage = `Usage: shop [flags]
 
-The example order API. Every flag can also be set as SHOP_<FLAG> (upper case,
-dashes as underscores) or in the -config YAML file (keys are flag names); an
-explicit flag wins over the environment, which wins over the file.
+The example order API. With -nats (or $NATS_URL) it also follows the delivery
+pipeline's events (a durable consumer shop-events on notify.events.>): GET
+/orders/{id} then says whether and how the order's notification arrived, and a
+Telegram chat found dead is left out of the customer's next notifications.
+Every flag can also be set as SHOP_<FLAG> (upper case, dashes as underscores)
+or in the -config YAML file (keys are flag names); an explicit flag wins over
+the environment, which wins over the file.
 
 `
 
@@ -58,10 +64,12 @@ func runMain(args []string) error {
 		readTimeout, writeTimeout time.Duration
 		logFlags                  daemon.LogFlags
 		showVersion               bool
+		natsOpts                  jetstream.Options
 	)
 	cs := config.New("shop", config.Options{EnvPrefix: "SHOP", ConfigFlag: "config", Usage: usage})
 	config.String(cs, &dbPath, "db", defaultDB, "`path` of the SQLite database holding orders and the outbox")
 	config.String(cs, &httpAddr, "http", defaultHTTP, "`address` of the order API")
+	daemon.NATSFlags(cs, &natsOpts)
 	logFlags.Register(cs)
 	config.Bool(cs, &showVersion, "version", false, "print the version and exit")
 	config.Duration(cs, &readTimeout, "read-timeout", defaultReadTimeout, "maximum time to read a whole request").Check(config.Positive)
@@ -107,6 +115,21 @@ func runMain(args []string) error {
 
 	var g run.Group
 	g.Add(daemon.SignalHandler(ctx))
+	if natsOpts.URLs != "" {
+		natsOpts.Name = "shop"
+		nc, err := jetstream.Connect(ctx, natsOpts, log)
+		if err != nil {
+			return daemon.UsageError{Err: err}
+		}
+		defer nc.Close()
+		js, err := natsjs.New(nc)
+		if err != nil {
+			return err
+		}
+		events := shop.NewEvents(svc, js, log)
+		ectx, stop := context.WithCancel(ctx)
+		g.Add(func() error { return events.Run(ectx) }, func(error) { stop() })
+	}
 	g.Add(func() error {
 		log.Info("shop listening", "addr", ln.Addr().String(), "db", dbPath, "version", version)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // Limits on an order, so that every accepted order fits in one Telegram
@@ -55,12 +57,18 @@ type Item struct {
 
 // Order is what a customer places. ID is chosen by the client (the mobile app
 // generates it once and repeats it on retries), which is what makes a
-// repeated POST /orders recognisable.
+// repeated POST /orders recognisable. The customer gives at least one
+// address to be told the order was accepted: a Telegram chat, a MAX user,
+// an email address or a phone number; the notification tries them in the
+// order telegram, max, email, sms.
 type Order struct {
-	ID       string `json:"id"`
-	ChatID   int64  `json:"chat_id"`
-	Customer string `json:"customer"`
-	Items    []Item `json:"items"`
+	ID        string `json:"id"`
+	ChatID    int64  `json:"chat_id,omitempty"`
+	MaxUserID int64  `json:"max_user_id,omitempty"`
+	Email     string `json:"email,omitempty"`
+	Phone     string `json:"phone,omitempty"`
+	Customer  string `json:"customer"`
+	Items     []Item `json:"items"`
 }
 
 // PlacedOrder is an order as stored, with what the shop derived from it.
@@ -69,6 +77,23 @@ type PlacedOrder struct {
 	TotalCents      int64     `json:"total_cents"`
 	CreatedAt       time.Time `json:"created_at"`
 	NotificationKey string    `json:"notification_key"`
+	// Notification is what became of the "order accepted" notification,
+	// as the delivery pipeline's events told the shop.
+	Notification NotificationStatus `json:"notification"`
+}
+
+// NotificationStatus is what the shop knows of an order's notification.
+type NotificationStatus struct {
+	// Status is pending (not delivered yet, possibly retrying or moved to
+	// another channel), delivered or dead (no channel could deliver it).
+	Status string `json:"status"`
+	// Channel delivered it, or is trying it now.
+	Channel string `json:"channel,omitempty"`
+	// Reason says why it moved on or died.
+	Reason string `json:"reason,omitempty"`
+	// At is when the status last changed; absent while pending with no
+	// news.
+	At *time.Time `json:"at,omitempty"`
 }
 
 // Validate checks an order and returns an [*InvalidOrderError] for the first
@@ -85,8 +110,21 @@ func (o *Order) Validate() error {
 			return invalidOrder("id", "must be visible ASCII without spaces")
 		}
 	}
-	if o.ChatID == 0 {
-		return invalidOrder("chat_id", "required and must be non-zero")
+	if o.ChatID == 0 && o.MaxUserID == 0 && o.Email == "" && o.Phone == "" {
+		return invalidOrder("chat_id", "give at least one address: chat_id, max_user_id, email or phone")
+	}
+	if o.MaxUserID < 0 {
+		return invalidOrder("max_user_id", "must be positive")
+	}
+	if o.Email != "" {
+		if err := notify.ValidateEmail(o.Email); err != nil {
+			return invalidOrder("email", "%q is not an email address such as ann@example.com", o.Email)
+		}
+	}
+	if o.Phone != "" {
+		if err := notify.ValidatePhone(o.Phone); err != nil {
+			return invalidOrder("phone", "%q is not an E.164 phone number such as +79991234567", o.Phone)
+		}
 	}
 	if !utf8.ValidString(o.Customer) {
 		return invalidOrder("customer", "is not valid UTF-8")
@@ -134,7 +172,8 @@ func (o *Order) Total() int64 {
 
 // Equal reports whether two orders have the same content.
 func (o *Order) Equal(other Order) bool {
-	return o.ID == other.ID && o.ChatID == other.ChatID && o.Customer == other.Customer && slices.Equal(o.Items, other.Items)
+	return o.ID == other.ID && o.ChatID == other.ChatID && o.MaxUserID == other.MaxUserID && o.Email == other.Email &&
+		o.Phone == other.Phone && o.Customer == other.Customer && slices.Equal(o.Items, other.Items)
 }
 
 // NotificationKey names the "order accepted" event of an order; it is the

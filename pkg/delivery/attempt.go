@@ -314,6 +314,10 @@ func (w *Worker) giveUp(ctx context.Context, j *job, target string, l letter, fa
 	}
 	now := w.now()
 	if hasNext {
+		// The event goes first, on the same connection: the stream stores
+		// it before the fallback message, so the application hears of the
+		// move before the next channel can report a delivery.
+		w.events.fallback(j, next, l, now)
 		if err := w.store.fallback(ctx, j, next, l, now); err != nil {
 			w.log.Error("cannot hand the notification to the next channel; retrying later", "key", j.n.Key, "next", next, "err", err)
 			return result{job: j, disp: retryHere, at: now, delay: stateRetry}
@@ -324,7 +328,6 @@ func (w *Worker) giveUp(ctx context.Context, j *job, target string, l letter, fa
 			// the one window in which the customer can get both.
 			w.m.fallbackMaybeDelivered.Inc()
 		}
-		w.events.fallback(j, next, l, now)
 		w.log.Info("moved to the next channel", "key", j.n.Key, "from", w.name, "to", next, "reason", l.reason)
 	}
 	if err := w.store.deadLetter(ctx, j, l); err != nil {

@@ -114,6 +114,7 @@ func TestProvisionCreatesEverythingAndIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"create stream NOTIFY", "create stream NOTIFY_DEAD", "create consumer telegram-worker on NOTIFY",
+		"create consumer max-worker on NOTIFY", "create consumer email-worker on NOTIFY", "create consumer sms-worker on NOTIFY",
 		"create bucket notify_delivered", "create bucket notify_chats", "create bucket notify_attempts"}
 	if got := changes(done); !slices.Equal(got, want) {
 		t.Fatalf("first provision: %q, want %q", got, want)
@@ -142,6 +143,9 @@ func TestProvisionUpdatesWhatDiffersAndDryRunChangesNothing(t *testing.T) {
 	want := []string{
 		"update stream NOTIFY: max_age 72h -> 10h",
 		"update consumer telegram-worker on NOTIFY: ack_wait 30s -> 20s",
+		"update consumer max-worker on NOTIFY: ack_wait 30s -> 20s",
+		"update consumer email-worker on NOTIFY: ack_wait 30s -> 20s",
+		"update consumer sms-worker on NOTIFY: ack_wait 30s -> 20s",
 		"update bucket notify_delivered: ttl 168h -> 48h",
 	}
 	planned, err := jetstream.Provision(ctx, js, d, true)

@@ -165,7 +165,7 @@ func TestWorkerStartRefusalsDoNotShowTheToken(t *testing.T) {
 
 	r := runBinary(t, bin(t, "telegram-worker"), env, "-nats", "nats://"+freeAddr(t), "-telegram-api", "http://"+emuAddr,
 		"-http", freeAddr(t), "-log-level", "debug")
-	if r.code == 0 || !strings.Contains(r.output, "token rejected") {
+	if r.code == 0 || !strings.Contains(r.output, "telegram rejected the credentials") {
 		t.Fatalf("exit %d, want a refusal naming the rejected token:\n%s", r.code, r.output)
 	}
 	if leaks(r.output) {
@@ -177,7 +177,7 @@ func TestWorkerStartRefusalsDoNotShowTheToken(t *testing.T) {
 	w := start(t, sup, procs.Spec{Name: "telegram-worker", Path: bin(t, "telegram-worker"), Env: env, Args: []string{
 		"-nats", srv.URL(), "-telegram-api", closedURL(t), "-http", addr, "-log-level", "debug", "-request-timeout", "1s",
 	}}, "http://"+addr+"/healthz")
-	if !strings.Contains(readLog(t, w), "cannot check the bot token now") {
+	if !strings.Contains(readLog(t, w), "cannot check the credentials now") {
 		t.Errorf("the worker did not say it could not check the token:\n%s", readLog(t, w))
 	}
 	if err := w.Stop(); err != nil {
