@@ -1,5 +1,5 @@
 // Command max-emulator serves a stand-in for the MAX Bot API for tests,
-// demos and chaos runs. See docs/channels/max.md.
+// demos and chaos runs. See docs/CHANNELS.md (MAX).
 //
 // Every flag can also be set through the environment with the MAX_EMULATOR_
 // prefix (-rate is MAX_EMULATOR_RATE); a flag on the command line wins.
@@ -122,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: max-emulator [flags]\n\n"+
 			"Serves a stand-in for the MAX Bot API (POST /messages, GET /me) and control\n"+
-			"endpoints under /emulator/ (see docs/channels/max.md). Every flag can also be\n"+
+			"endpoints under /emulator/ (see docs/CHANNELS.md (MAX)). Every flag can also be\n"+
 			"set with a MAX_EMULATOR_ environment variable (-rate: MAX_EMULATOR_RATE); a\n"+
 			"flag on the command line wins. Recipients are u<user id> or c<chat id>.\n\nFlags:\n")
 		fs.PrintDefaults()

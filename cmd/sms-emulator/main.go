@@ -1,6 +1,6 @@
 // Command sms-emulator serves a stand-in for Twilio's Programmable Messaging
 // API (pkg/twilio/emulator) for tests, demos, benchmarks and chaos runs.
-// See docs/channels/sms.md.
+// See docs/CHANNELS.md (SMS).
 //
 // Every flag can also be set through the environment with the
 // SMS_EMULATOR_ prefix (-request-rate is SMS_EMULATOR_REQUEST_RATE); a flag
@@ -110,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (emulator.Config, string, slog.
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: sms-emulator [flags]\n\n"+
 			"Serves a stand-in for Twilio's Messages API at /2010-04-01/Accounts/{AccountSid}/Messages.json\n"+
-			"(and the Account resource) with control endpoints under /emulator/ (see docs/channels/sms.md).\n"+
+			"(and the Account resource) with control endpoints under /emulator/ (see docs/CHANNELS.md (SMS)).\n"+
 			"Every flag can also be set with an SMS_EMULATOR_ environment variable (-request-rate:\n"+
 			"SMS_EMULATOR_REQUEST_RATE); a flag on the command line wins.\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -23,7 +23,7 @@ const (
 
 // DefaultMaxSegments is the segment budget of a notification sent by SMS:
 // two, the 320 GSM-7 characters Twilio recommends not to exceed for
-// deliverability (docs/channels/sms.md).
+// deliverability (docs/CHANNELS.md (SMS)).
 const DefaultMaxSegments = 2
 
 // Fit turns a notification's text into the SMS that carries it: [Plain],

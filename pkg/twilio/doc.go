@@ -20,5 +20,5 @@
 //
 // Its stand-in for tests, demos and chaos runs is pkg/twilio/emulator
 // (binary cmd/sms-emulator). The provider's documentation the package
-// follows is listed in docs/channels/sms.md.
+// follows is listed in docs/CHANNELS.md (SMS).
 package twilio

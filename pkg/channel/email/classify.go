@@ -76,7 +76,7 @@ var authCodes = map[int]bool{504: true, 530: true, 534: true, 535: true, 538: tr
 
 // Classify maps a failed send to the engine's outcome. The table, with its
 // sources (RFC 5321 §4.2 reply codes, RFC 3463 enhanced codes), is in
-// docs/channels/email.md:
+// docs/CHANNELS.md (Email):
 //
 //   - no reply: a TLS failure or an authentication that could not even
 //     start halts; anything else (connection refused, reset, timeout) is

@@ -18,6 +18,6 @@
 // recipient (550, 553, 5.1.x) makes the recipient dead (hard_bounce or
 // invalid_address); other 5xx replies reject the message; a failed
 // authentication, TLS set-up or a refused sender halts the channel until
-// [Channel.Probe] succeeds. docs/channels/email.md has the table and its
+// [Channel.Probe] succeeds. docs/CHANNELS.md (Email) has the table and its
 // sources.
 package email

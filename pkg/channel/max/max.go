@@ -29,7 +29,7 @@ import (
 const Name = "max"
 
 // Defaults of [Config], declared once: a daemon's flags take them from
-// here. docs/channels/max.md gives their sources.
+// here. docs/CHANNELS.md (MAX) gives their sources.
 const (
 	// DefaultRate is the bot-wide rate, requests per second: MAX allows 30
 	// requests per second per bot on platform-api (dev.max.ru; the MAX Bot

@@ -3,7 +3,7 @@
 // it with Twilio's Messages API (pkg/twilio), says what Twilio's answer
 // means for delivery, and declares the limits of the sender. Everything
 // around a send — lanes, limits, pauses, retries, records, dead letters —
-// is the engine's (pkg/delivery). docs/channels/sms.md describes the
+// is the engine's (pkg/delivery). docs/CHANNELS.md (SMS) describes the
 // provider, the limits, the error classes and the segment rule.
 //
 // A phone number never leaves this package in clear: the lane, the subject
@@ -30,7 +30,7 @@ import (
 // sms-worker.
 const Name = "sms"
 
-// Defaults and bounds of [Config] (docs/channels/sms.md, "Limits").
+// Defaults and bounds of [Config] (docs/CHANNELS.md (SMS), "Limits").
 const (
 	// DefaultSegmentsPerSecond is the sender's rate: Twilio releases one
 	// message segment a second from a US or Canadian long code (3 from a

@@ -41,7 +41,7 @@
 //
 // Where MAX documents a status but not the exact code or wording of its
 // body, the emulator uses the codes seen from the real service (see
-// docs/channels/max.md); a client must key its decisions on the status and
+// docs/CHANNELS.md (MAX)); a client must key its decisions on the status and
 // the code, never on the message text alone.
 //
 // Use it in-process with httptest.NewServer(emu), or run it as the

@@ -39,6 +39,6 @@
 // a number is logged as its last two digits.
 //
 // Use it in-process with httptest.NewServer(emu), or run it as the
-// sms-emulator binary (cmd/sms-emulator); docs/channels/sms.md lists the
+// sms-emulator binary (cmd/sms-emulator); docs/CHANNELS.md (SMS) lists the
 // flags and the control endpoints.
 package emulator

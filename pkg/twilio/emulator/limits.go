@@ -8,7 +8,7 @@ import (
 
 // Limits are the emulator's model of Twilio's limits.
 //
-// Twilio documents two (docs/channels/sms.md): the REST API answers 429
+// Twilio documents two (docs/CHANNELS.md (SMS)): the REST API answers 429
 // with error 20429 when an account has too many concurrent requests
 // (MaxConcurrent), and each sender releases message segments to the
 // carriers at its own rate (1 segment a second for a US or Canadian long
