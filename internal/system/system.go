@@ -86,21 +86,23 @@ func WriteNATSConfig(from, to string, c NATSConfig) error {
 }
 
 // CleanEnv lists the environment variables of the daemons' own settings
-// that are set in this process's environment, plus NATS_URL and
-// TELEGRAM_BOT_TOKEN: children started for a demo or a test must not inherit
+// that are set in this process's environment, plus NATS_URL and the
+// providers' secrets (TELEGRAM_BOT_TOKEN, MAX_BOT_TOKEN, TWILIO_*,
+// SMTP_PASSWORD): children started for a demo or a test must not inherit
 // them, or a developer's exported PUBLISHER_NATS would steer them elsewhere.
 // Pass it as [procs.Spec.Unset].
 func CleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		for _, prefix := range []string{"PUBLISHER_", "TELEGRAM_WORKER_", "SHOP_", "EMULATOR_"} {
+		for _, prefix := range []string{"PUBLISHER_", "TELEGRAM_WORKER_", "MAX_WORKER_", "EMAIL_WORKER_", "SMS_WORKER_", "SHOP_",
+			"EMULATOR_", "MAX_EMULATOR_", "SMS_EMULATOR_"} {
 			if strings.HasPrefix(name, prefix) {
 				out = append(out, name)
 			}
 		}
 	}
-	return append(out, "NATS_URL", "TELEGRAM_BOT_TOKEN")
+	return append(out, "NATS_URL", "TELEGRAM_BOT_TOKEN", "MAX_BOT_TOKEN", "TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "SMTP_PASSWORD")
 }
 
 // GetJSON GETs url and decodes its JSON body into v. A status other than 200

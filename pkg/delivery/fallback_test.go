@@ -166,3 +166,57 @@ func subjects(ms []*natsjs.RawStreamMsg) []string {
 	}
 	return out
 }
+
+// The race of a late success against a published fallback: a success the
+// worker knows of cannot race a fallback (it records and acks); the window
+// left is a request whose answer never came although Telegram took it (the
+// connection dropped after the request was written), followed by the
+// fallback. The customer then gets both, and the worker counts exactly
+// those: fallbacks_after_maybe_delivered_total.
+func TestLateSuccessWindowIsCounted(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	cfg.MaxAttempts = 2 // spent quickly: the fallback follows a maybe-delivered attempt
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.FaultDeliverDrop}); err != nil {
+		t.Fatal(err)
+	}
+	tw := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
+	email := &recorder{name: "email"}
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Channel: email})
+	env.Publish(routed("order:5:accepted", 500, "eve@example.com"))
+	natstest.WaitFor(t, 20*time.Second, func() bool { return len(email.delivered()) == 1 }, "the email")
+	copies := len(env.Emu.ChatMessages(500))
+	if copies == 0 {
+		t.Fatal("Telegram recorded no copy: the outage did not deliver before dropping the connection")
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		return metricValue(t, tw, "tgnotify_worker_fallbacks_after_maybe_delivered_total") == 1
+	}, "the fallback counted as following a maybe-delivered attempt")
+	t.Logf("the customer got %d Telegram copies (responses dropped) and the email: the documented window", copies)
+}
+
+// metricValue reads a counter or gauge of a worker's registry (0 if
+// absent).
+func metricValue(t *testing.T, w *testenv.Worker, name string) float64 {
+	t.Helper()
+	mfs, err := w.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				v += c.GetValue()
+			}
+			if g := m.GetGauge(); g != nil {
+				v += g.GetValue()
+			}
+		}
+	}
+	return v
+}

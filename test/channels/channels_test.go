@@ -43,7 +43,7 @@ const (
 )
 
 // system is every part of the pipeline, running.
-type system struct {
+type pipeline struct {
 	*testenv.Env
 	mail     *mailpittest.Server
 	sms      *smsemulator.Emulator
@@ -62,12 +62,12 @@ type options struct {
 	fallback time.Duration
 }
 
-func start(t *testing.T, o options) *system {
+func start(t *testing.T, o options) *pipeline {
 	t.Helper()
 	lim := botemulator.DefaultLimits()
 	lim.BotRate, lim.BotBurst, lim.ChatRate, lim.ChatBurst = 300, 300, 20, 3
 	o.telegram.Limits = lim
-	s := &system{workers: map[string]*testenv.Worker{}}
+	s := &pipeline{workers: map[string]*testenv.Worker{}}
 	s.mail = mailpittest.Start(t, o.mail) // skips without the built binaries
 	s.Env = testenv.New(t, testenv.Options{Emulator: o.telegram})
 
@@ -134,7 +134,7 @@ func start(t *testing.T, o options) *system {
 }
 
 // place posts an order to the shop and returns the HTTP status.
-func (s *system) place(t *testing.T, o shop.Order) int {
+func (s *pipeline) place(t *testing.T, o shop.Order) int {
 	t.Helper()
 	if o.Customer == "" {
 		o.Customer = "Ann <3"
@@ -159,7 +159,7 @@ func (s *system) place(t *testing.T, o shop.Order) int {
 }
 
 // status is the shop's view of an order's notification.
-func (s *system) status(t *testing.T, id string) shop.NotificationStatus {
+func (s *pipeline) status(t *testing.T, id string) shop.NotificationStatus {
 	t.Helper()
 	p, err := s.svc.Order(context.Background(), id)
 	if err != nil {
@@ -171,7 +171,7 @@ func (s *system) status(t *testing.T, id string) shop.NotificationStatus {
 // delivered counts the deliveries of an order's notification on every
 // channel: Telegram messages with its text, emails with its subject, SMS
 // with its text.
-func (s *system) delivered(t *testing.T, id string) map[string]int {
+func (s *pipeline) delivered(t *testing.T, id string) map[string]int {
 	t.Helper()
 	n := map[string]int{}
 	needle := "Order " + id + " accepted"
@@ -195,7 +195,7 @@ func (s *system) delivered(t *testing.T, id string) map[string]int {
 
 // drained waits until every worker's consumer has nothing pending and
 // nothing in its hands.
-func (s *system) drained(t *testing.T) {
+func (s *pipeline) drained(t *testing.T) {
 	t.Helper()
 	natstest.WaitFor(t, 30*time.Second, func() bool {
 		for _, w := range s.workers {
