@@ -17,8 +17,6 @@ import (
 //   - settle: for ReconnectSettle after the NATS connection came back,
 //     nothing is sent (another worker's delivery records may be on their
 //     way; see docs/WORKER.md).
-//   - quarantine: after a takeover, nothing is sent until the messages the
-//     previous worker held are back (takeover.go).
 //   - pause: after a 429, nothing at all is sent until retry_after has
 //     passed. Telegram does not say which limit was hit, and sending into a
 //     pause extends it.
@@ -41,11 +39,10 @@ type admission struct {
 	// own lock and so must not take mu.
 	openedAt atomic.Int64
 
-	mu              sync.Mutex
-	halted          bool
-	settleUntil     time.Time
-	quarantineUntil time.Time
-	pause           pause
+	mu          sync.Mutex
+	halted      bool
+	settleUntil time.Time
+	pause       pause
 	// open counts the requests admitted and not yet answered.
 	open int
 }
@@ -107,8 +104,6 @@ func (a *admission) blockedLocked(now time.Time) (reason string, until time.Time
 		return "halted", time.Time{}, true
 	case now.Before(a.settleUntil):
 		return "settling after a NATS reconnect", a.settleUntil, true
-	case now.Before(a.quarantineUntil):
-		return "waiting for a previous worker's messages", a.quarantineUntil, true
 	case now.Before(a.pause.Until):
 		return "paused", a.pause.Until, true
 	}
@@ -211,19 +206,6 @@ func (a *admission) settleFor(until time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.settleUntil = later(a.settleUntil, until)
-}
-
-// quarantine stops sending until until, or until endQuarantine.
-func (a *admission) quarantine(until time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.quarantineUntil = until
-}
-
-func (a *admission) endQuarantine() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.quarantineUntil = time.Time{}
 }
 
 // breakerState returns the breaker's state.

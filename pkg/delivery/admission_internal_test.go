@@ -94,7 +94,7 @@ func TestAdmissionCountsCrossingRequests(t *testing.T) {
 	}
 }
 
-// Halt, settle and quarantine each stop admission until they end.
+// Halt and settle each stop admission until they end.
 func TestAdmissionRules(t *testing.T) {
 	now := time.Now()
 	for _, tc := range []struct {
@@ -105,7 +105,6 @@ func TestAdmissionRules(t *testing.T) {
 	}{
 		{"halt", func(a *admission) { a.setHalted(true) }, func(a *admission) { a.setHalted(false) }, "halted"},
 		{"settle", func(a *admission) { a.settleFor(now.Add(time.Second)) }, nil, "settling after a NATS reconnect"},
-		{"quarantine", func(a *admission) { a.quarantine(now.Add(time.Second)) }, func(a *admission) { a.endQuarantine() }, "waiting for a previous worker's messages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAdmission("test", 5, time.Minute, nil)

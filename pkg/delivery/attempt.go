@@ -59,11 +59,16 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		return w.giveUp(ctx, j, target, letter{reason: ReasonExpired,
 			description: "notification expired at " + j.n.ExpiresAt.Format(time.RFC3339) + " before it could be sent"}, false)
 	}
-	prior := w.attemptsSoFar(ctx, j)
-	if prior >= w.cfg.MaxAttempts {
+	past := w.attemptsSoFar(ctx, j)
+	prior := past.n
+	switch {
+	case past.done:
+		// Given up on before, and the termination was lost: never one more
+		// request, the next channel may have it by now.
+		return w.giveUp(ctx, j, target, letter{reason: past.reason, description: "given up on before; repeated"}, true)
+	case prior >= w.cfg.MaxAttempts:
 		// Out of attempts already: a redelivery after the worker gave up
-		// and then died before terminating the message. Never one more
-		// request: the next channel may have it by now.
+		// and then died before terminating the message.
 		return w.giveUp(ctx, j, target, letter{reason: ReasonMaxAttempts, attempts: prior,
 			description: fmt.Sprintf("%d failed attempts", prior)}, true)
 	}
@@ -283,16 +288,17 @@ func (w *Worker) due(now time.Time) func(*job) bool {
 	}
 }
 
-// attemptsSoFar reads the persisted attempt count; a first delivery has none.
-func (w *Worker) attemptsSoFar(ctx context.Context, j *job) int {
+// attemptsSoFar reads the persisted attempt record; a first delivery has
+// none.
+func (w *Worker) attemptsSoFar(ctx context.Context, j *job) attempts {
 	if meta, err := j.msg.Metadata(); err == nil && meta.NumDelivered <= 1 {
-		return 0
+		return attempts{}
 	}
-	n, err := w.store.attemptsOf(ctx, j.n.Key)
+	a, err := w.store.attemptsOf(ctx, j.n.Key)
 	if err != nil {
 		w.log.Warn("cannot read the attempt count", "key", j.n.Key, "err", err)
 	}
-	return n
+	return a
 }
 
 // giveUp ends this channel's part in the job: when fallback is set and the
@@ -338,8 +344,10 @@ func (w *Worker) giveUp(ctx context.Context, j *job, target string, l letter, fa
 	if !hasNext {
 		w.events.dead(j, l, now)
 	}
-	if err := w.store.clearAttempts(ctx, j.n.Key); err != nil {
-		w.log.Warn("cannot clear the attempt count", "key", j.n.Key, "err", err)
+	if j.n.Key != "" {
+		if err := w.store.markDone(ctx, j.n.Key, l.reason); err != nil {
+			w.log.Warn("cannot record that this channel gave up", "key", j.n.Key, "err", err)
+		}
 	}
 	return result{job: j, disp: moveOn, at: w.now()}
 }

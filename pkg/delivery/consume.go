@@ -71,6 +71,7 @@ func (w *Worker) consume(ctx context.Context) {
 					// again it checks for messages the other one holds
 					// (takeover.go) however soon that is.
 					w.pinEpoch.Add(1)
+					w.unpinned()
 					select {
 					case w.pinLost <- struct{}{}:
 					default:
@@ -139,6 +140,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // poison at once, and the worker goes on.
 func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 	now := w.now()
+	w.pinnedAs(m.Headers().Get(pinIDHeader))
 	j := &job{msg: m, subject: m.Subject(), received: now, progress: now, pinEpoch: w.pinEpoch.Load()}
 	if err := w.decode(j); err != nil {
 		w.log.Warn("poison message", "subject", j.subject, "seq", j.seq, "err", err)
@@ -161,7 +163,9 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 		select {
 		case w.incoming <- j:
 		default:
-			_ = m.Nak()
+			if w.js.Conn().IsConnected() {
+				_ = m.Nak()
+			}
 		}
 	}
 }

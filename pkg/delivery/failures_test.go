@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -377,4 +378,46 @@ func TestNoSendRightAfterANATSReconnect(t *testing.T) {
 	// The emulator counts a message when it answers; the worker when it
 	// has read the answer.
 	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().Sent == 2 }, "the worker to count 2 sent")
+}
+
+// A worker stopped while NATS is down holds a hundred messages of a chat
+// whose send hangs: it does not queue a NAK for each in the reconnect
+// buffer (thousands overflow it, and the rest reach the server late), nor
+// retry its shared-state writes into it; it reports "not connected to NATS",
+// and the next worker delivers everything once, in order, when NATS is
+// back.
+func TestNoHandBackWhileDisconnected(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	cfg.ShutdownTimeout = time.Second
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	nc, err := nats.Connect(env.NATS.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	stuck := &stuckChat{Sender: env.Client(testenv.Token), chat: 100}
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, NC: nc, API: stuck})
+	const n = 100
+	for i := range n {
+		env.Publish(note(fmt.Sprintf("k:%d", i), 100, fmt.Sprint(i)))
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return stuck.stuck() && w.Stats().Held >= 50 }, "the chat's messages held behind a hanging send")
+
+	env.NATS.Shutdown()
+	natstest.WaitFor(t, 10*time.Second, func() bool { return errors.Is(w.Ready(), delivery.ErrNotConnected) }, `readiness reporting "not connected to NATS"`)
+	before := nc.Stats().OutMsgs
+	w.Stop(t)
+	if queued := nc.Stats().OutMsgs - before; queued > 5 {
+		t.Errorf("the stopping worker queued %d messages for a server it is not connected to, want no hand-backs", queued)
+	}
+
+	env.NATS.Start(t)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return env.NC.IsConnected() }, "test connection back")
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= n }, "all delivered by the next worker")
+	checkOrder(t, env, 100, n)
+	if got := env.Emu.Stats().Delivered; got != n {
+		t.Errorf("%d deliveries, want exactly %d", got, n)
+	}
 }

@@ -40,6 +40,8 @@ type lane struct {
 	// when no record is written.
 	holdUntil time.Time
 	touched   time.Time
+	// cleared: checked since the last takeover (scheduler.laneCleared).
+	cleared bool
 }
 
 // chatSlackFraction is the share of a recipient's interval by which a send
@@ -132,8 +134,23 @@ func (l *lane) expireParked(now time.Time, grace time.Duration) int {
 }
 
 // schedulable reports whether the lane has a message that may be sent once
-// the limits allow.
-func (l *lane) schedulable() bool { return l.inflight == nil && len(l.queue) > 0 }
+// the limits allow: none in flight, and its head not behind a parked one (a
+// message a previous worker may still hold, found at a takeover).
+func (l *lane) schedulable() bool {
+	return l.inflight == nil && len(l.queue) > 0 && (len(l.parked) == 0 || l.queue[0].seq < l.parked[0].seq)
+}
+
+// holds reports whether the lane has seq queued, in flight or parked.
+func (l *lane) holds(seq uint64) bool {
+	if l.inflight != nil && l.inflight.seq == seq {
+		return true
+	}
+	if _, ok := slices.BinarySearchFunc(l.queue, seq, func(q *job, seq uint64) int { return cmpU64(q.seq, seq) }); ok {
+		return true
+	}
+	_, ok := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+	return ok
+}
 
 // idle reports whether the lane holds nothing and can be dropped.
 func (l *lane) idle() bool {

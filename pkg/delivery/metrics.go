@@ -20,6 +20,9 @@ type metrics struct {
 	fallbackMaybeDelivered prometheus.Counter
 	eventErrors            prometheus.Counter
 	sendRate               prometheus.Gauge
+	failovers              prometheus.Counter
+	pinChecks              prometheus.Counter
+	takeovers              prometheus.Counter
 	requestTimeout         prometheus.Gauge
 	degradedSlow           prometheus.Gauge
 	sheddingBulk           prometheus.Gauge
@@ -68,6 +71,12 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Fallbacks whose last request on this channel may have reached the provider (a timeout after it was written): the customer may get both."}),
 		eventErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "event_errors_total",
 			Help: "Events for the application (delivered, fallback, dead) that could not be published."}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "failovers_total",
+			Help: "Times this worker found the pinned worker gone (it did not answer) and unpinned it to take over."}),
+		pinChecks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pin_checks_total",
+			Help: "Checks this worker made, as a standby, that the pinned worker is alive."}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "takeovers_total",
+			Help: "Takeovers: messages began to arrive after a quiet period or a regained pin, and each recipient waited for what another worker may still hold."}),
 		sendRate: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "send_rate",
 			Help: "The channel-wide send rate in force, requests per second: the channel's, or less while the provider answers slowly."}),
 		requestTimeout: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "request_timeout_seconds",
@@ -106,7 +115,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Delivery records or acks that could not be written after a successful send (duplicate risk if the worker also dies)."}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.failures, m.rateLimited, m.dead, m.retries,
-		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.sendRate, m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight, m.held, m.parked, m.lanes, m.paused, m.halted,
+		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate, m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight, m.held, m.parked, m.lanes, m.paused, m.halted,
 		m.queueDepth, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -19,14 +19,17 @@ type stateWrite struct {
 type persister struct {
 	state *sharedState
 	log   *slog.Logger
-	ch    chan stateWrite
-	done  chan struct{}
-	ctx   context.Context // ends when unwritten changes are abandoned
-	stop  context.CancelFunc
+	// connected reports whether NATS is reachable: while it is not, writes
+	// wait instead of filling the reconnect buffer with retries.
+	connected func() bool
+	ch        chan stateWrite
+	done      chan struct{}
+	ctx       context.Context // ends when unwritten changes are abandoned
+	stop      context.CancelFunc
 }
 
-func newPersister(state *sharedState, log *slog.Logger) *persister {
-	p := &persister{state: state, log: log, ch: make(chan stateWrite, 4096), done: make(chan struct{})}
+func newPersister(state *sharedState, connected func() bool, log *slog.Logger) *persister {
+	p := &persister{state: state, connected: connected, log: log, ch: make(chan stateWrite, 4096), done: make(chan struct{})}
 	p.ctx, p.stop = context.WithCancel(context.Background())
 	return p
 }
@@ -74,6 +77,9 @@ func (p *persister) run() {
 func (p *persister) write(w stateWrite) {
 	failing := false
 	err := retryUntil(p.ctx, 100*time.Millisecond, 2*time.Second, func() error {
+		if !p.connected() {
+			return ErrNotConnected
+		}
 		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 		defer cancel()
 		switch {

@@ -52,6 +52,13 @@ type scheduler struct {
 	// shedBulk keeps bulk lanes from sending (graceful degradation: a 429
 	// storm or a backlog); they wait, or expire at their own deadline.
 	shedBulk bool
+	// During a takeover (until takeoverUntil) a lane sends only once it is
+	// cleared: the worker has checked which of its recipient's messages a
+	// previous worker may still hold (takeover.go). clearing holds the
+	// lanes being checked; toClear the ones the worker has yet to start.
+	takeoverUntil time.Time
+	clearing      map[string]bool
+	toClear       []string
 }
 
 // schedConfig are the scheduler's limits.
@@ -113,11 +120,12 @@ func (e *effects) add(o effects) {
 
 func newScheduler(cfg schedConfig, view schedView) *scheduler {
 	return &scheduler{
-		cfg:     cfg,
-		view:    view,
-		lanes:   map[string]*lane{},
-		classes: [2]*class{{eligible: laneHeap{bySeq: true}}, {eligible: laneHeap{bySeq: true}}},
-		bot:     rate.NewLimiter(cfg.rate, 1),
+		cfg:      cfg,
+		view:     view,
+		lanes:    map[string]*lane{},
+		clearing: map[string]bool{},
+		classes:  [2]*class{{eligible: laneHeap{bySeq: true}}, {eligible: laneHeap{bySeq: true}}},
+		bot:      rate.NewLimiter(cfg.rate, 1),
 	}
 }
 
@@ -231,6 +239,13 @@ func (s *scheduler) reschedule(l *lane, now time.Time) {
 	if !l.schedulable() {
 		return
 	}
+	if !l.cleared && now.Before(s.takeoverUntil) {
+		if !s.clearing[l.key] {
+			s.clearing[l.key] = true
+			s.toClear = append(s.toClear, l.key)
+		}
+		return
+	}
 	l.readyAt = now
 	if l.notBefore.After(now) {
 		l.readyAt = l.notBefore
@@ -313,6 +328,67 @@ func (s *scheduler) next(now time.Time) (*job, time.Time) {
 	}
 	s.inflight++
 	return j, time.Time{}
+}
+
+// startTakeover makes every lane wait, until it is cleared or until until,
+// for the messages a previous worker may still hold: after a start, a
+// failover, or a pin regained.
+func (s *scheduler) startTakeover(until, now time.Time) {
+	s.takeoverUntil = until
+	for _, l := range s.lanes {
+		l.cleared = false
+		s.reschedule(l, now)
+	}
+}
+
+// endTakeover lets every lane send: the previous worker's messages are all
+// back, or the wait is over.
+func (s *scheduler) endTakeover(now time.Time) {
+	s.takeoverUntil = time.Time{}
+	clear(s.clearing)
+	s.toClear = nil
+	for _, l := range s.lanes {
+		s.reschedule(l, now)
+	}
+}
+
+// inTakeover reports whether a takeover is running at now.
+func (s *scheduler) inTakeover(now time.Time) bool { return now.Before(s.takeoverUntil) }
+
+// takeClears returns the lanes to check, and forgets them.
+func (s *scheduler) takeClears() []string {
+	out := s.toClear
+	s.toClear = nil
+	return out
+}
+
+// laneCleared applies the check of a lane: suspects are the stream
+// sequences of its recipient's messages a previous worker may still hold
+// (delivered, not settled, not held here). They join the lane as parked
+// until deadline, so the recipient's later messages wait for them; messages
+// already queued behind one wait too (schedulable). Then the lane may send.
+func (s *scheduler) laneCleared(recipient string, suspects []uint64, deadline, now time.Time) effects {
+	delete(s.clearing, recipient)
+	l, ok := s.lanes[recipient]
+	if !ok {
+		if len(suspects) == 0 {
+			return effects{}
+		}
+		l = s.laneFor(recipient, now)
+	}
+	for _, seq := range suspects {
+		if l.holds(seq) {
+			continue
+		}
+		l.addParked(seq, deadline)
+	}
+	l.cleared = true
+	var eff effects
+	if h, ok := s.holdChange(l); ok {
+		eff.holds = append(eff.holds, h)
+	}
+	s.reschedule(l, now)
+	return eff
 }
 
 // setRate changes the channel-wide send rate from now on (graceful

@@ -136,7 +136,13 @@ func (w *Worker) pollStats(ctx context.Context) {
 	}
 }
 
+// pollOnce reads the queue depth and the dead-letter count; it asks nothing
+// while NATS is unreachable (the requests would only queue up in the
+// reconnect buffer).
 func (w *Worker) pollOnce(ctx context.Context) {
+	if !w.js.Conn().IsConnected() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StatsInterval)
 	defer cancel()
 	if info, err := w.res.Consumer.Info(ctx); err == nil {

@@ -120,21 +120,14 @@ func (s *store) record(ctx context.Context, r DeliveryRecord) error {
 	return nil
 }
 
-// attemptsOf reads the failed attempts of a notification so far; the budget
-// survives redeliveries, restarts and a move to the standby worker.
-func (s *store) attemptsOf(ctx context.Context, key string) (int, error) {
-	e, err := s.attempts.Get(ctx, RecordKey(key))
-	switch {
-	case errors.Is(err, natsjs.ErrKeyNotFound):
-		return 0, nil
-	case err != nil:
-		return 0, fmt.Errorf("reading attempts of %q: %w", key, err)
+// attemptKey is the notify_attempts key of a notification on this
+// channel: each channel of a route has its own budget. Telegram keeps the
+// key it always had.
+func (s *store) attemptKey(key string) string {
+	if s.channel == "telegram" {
+		return RecordKey(key)
 	}
-	n, err := strconv.Atoi(strings.TrimSuffix(string(e.Value()), maybeDeliveredMark))
-	if err != nil {
-		return 0, nil // a corrupt counter restarts the budget rather than blocking the message
-	}
-	return n, nil
+	return RecordKey(s.channel + "\x00" + key)
 }
 
 // maybeDeliveredMark follows the count when the last failed attempt may
@@ -142,22 +135,82 @@ func (s *store) attemptsOf(ctx context.Context, key string) (int, error) {
 // written).
 const maybeDeliveredMark = "+"
 
+// doneMark starts the attempt record of a notification this channel
+// settled without a delivery: it gave up (dead letter, fallback), followed
+// by the reason. A redelivery — the original's termination failed — gives up
+// again with that reason instead of sending, and a worker taking over knows
+// it needs no waiting for (takeover.go).
+const doneMark = "done "
+
+// attempts is what notify_attempts says of a notification on this channel.
+type attempts struct {
+	// n is how many attempts failed.
+	n int
+	// done: the channel gave up on it, for reason.
+	done   bool
+	reason string
+}
+
+// attemptsOf reads the failed attempts of a notification so far; the budget
+// survives redeliveries, restarts and a move to the standby worker.
+func (s *store) attemptsOf(ctx context.Context, key string) (attempts, error) {
+	e, err := s.attempts.Get(ctx, s.attemptKey(key))
+	switch {
+	case errors.Is(err, natsjs.ErrKeyNotFound):
+		return attempts{}, nil
+	case err != nil:
+		return attempts{}, fmt.Errorf("reading attempts of %q: %w", key, err)
+	}
+	v := string(e.Value())
+	if reason, ok := strings.CutPrefix(v, doneMark); ok {
+		return attempts{done: true, reason: reason}, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(v, maybeDeliveredMark))
+	if err != nil {
+		return attempts{}, nil // a corrupt counter restarts the budget rather than blocking the message
+	}
+	return attempts{n: n}, nil
+}
+
 func (s *store) setAttempts(ctx context.Context, key string, n int, maybeDelivered bool) error {
 	v := strconv.Itoa(n)
 	if maybeDelivered {
 		v += maybeDeliveredMark
 	}
-	if _, err := s.attempts.Put(ctx, RecordKey(key), []byte(v)); err != nil {
+	if _, err := s.attempts.Put(ctx, s.attemptKey(key), []byte(v)); err != nil {
 		return fmt.Errorf("writing attempts of %q: %w", key, err)
 	}
 	return nil
 }
 
+// markDone records that this channel gave up on the notification, and why.
+func (s *store) markDone(ctx context.Context, key, reason string) error {
+	if _, err := s.attempts.Put(ctx, s.attemptKey(key), []byte(doneMark+reason)); err != nil {
+		return fmt.Errorf("writing attempts of %q: %w", key, err)
+	}
+	return nil
+}
+
+// clearAttempts forgets the failed attempts of a delivered notification.
 func (s *store) clearAttempts(ctx context.Context, key string) error {
-	if err := s.attempts.Delete(ctx, RecordKey(key)); err != nil && !errors.Is(err, natsjs.ErrKeyNotFound) {
+	if err := s.attempts.Delete(ctx, s.attemptKey(key)); err != nil && !errors.Is(err, natsjs.ErrKeyNotFound) {
 		return fmt.Errorf("clearing attempts of %q: %w", key, err)
 	}
 	return nil
+}
+
+// settled reports whether this channel is done with the notification: it
+// was delivered (on any channel), or this channel gave up on it.
+func (s *store) settled(ctx context.Context, key string) (bool, error) {
+	if key == "" {
+		return false, nil
+	}
+	ok, _, err := s.isDelivered(ctx, key)
+	if err != nil || ok {
+		return ok, err
+	}
+	a, err := s.attemptsOf(ctx, key)
+	return a.done, err
 }
 
 // pinIDHeader is the header nats-server adds to messages delivered to a

@@ -2,39 +2,67 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
-// A worker that starts (after a crash, a deploy, or as the standby taking
-// over) can receive new messages of a chat before older ones that another
-// worker held: those come back only when their ack wait expires, or, for
-// messages handed back, in an order JetStream does not guarantee (a
-// redelivery that finds no pull request of the pinned client is re-queued at
-// the back). Sending the new one first would break the chat's order.
+// A worker that starts receiving (after a crash, a deploy, or as the
+// standby taking over) can get new messages of a recipient before older
+// ones another worker held: those come back only when their ack wait
+// expires, or, for messages handed back, in an order JetStream does not
+// guarantee. Sending the new one first would break the recipient's order.
+// The same holds when this worker is pinned again after it lost the pin,
+// however short the gap.
 //
-// The same holds when this worker is pinned again after it lost the pin to
-// another one (a nats-server restart reassigns the pin; the other worker
-// died soon after), however short the gap: the other one may hold older
-// messages of a chat.
-//
-// So when messages start arriving after a quiet period or a lost pin, the
-// worker asks the consumer how many messages are delivered and
-// unacknowledged. If that is more than this worker holds, someone else's
-// messages are still out: the worker sends nothing (a "quarantine") until
-// they have all arrived and been sorted into their lanes, or until the ack
-// wait plus a grace period has passed, by which time JetStream must have
-// redelivered them. With nothing outstanding the check costs one
-// consumer-info request.
+// The handover is per recipient, so that a takeover costs seconds, not the
+// ack wait of everything the other worker held. When messages start
+// arriving after a quiet period or a lost pin, the worker reads the
+// consumer's ack floor F and last delivered sequence D: everything another
+// worker may still hold lies in (F, D]. Each lane then sends only once it is
+// cleared: the worker reads its recipient's messages in (F, D] (a direct
+// batch get on the recipient's subject) and takes as suspects those that
+// are neither settled — delivered on any channel, or given up on by this
+// one (notify_delivered, notify_attempts) — nor held here. The suspects join
+// the lane as parked until the ack wait has passed, so its later messages
+// wait for them (and a parked one written as a hold by the other worker
+// keeps its own deadline); every other lane sends at once. The takeover ends
+// when the consumer's unacknowledged messages are all accounted for by this
+// worker, or after the ack wait plus a grace.
 
-// startTakeoverCheck begins a check and holds sending until it is done.
+// maxClearing bounds the lane checks running at once.
+const maxClearing = 16
+
+// ackCount is the consumer's count of delivered, unacknowledged messages,
+// with this worker's arrival count taken just before the request.
+type ackCount struct {
+	pending  int
+	received uint64
+	// floor and delivered bound what another worker may hold.
+	floor, delivered uint64
+}
+
+// cleared is the result of one lane's check.
+type cleared struct {
+	recipient string
+	suspects  []uint64
+	err       error
+}
+
+// startTakeoverCheck begins a takeover: lanes wait until cleared.
 func (w *Worker) startTakeoverCheck(now time.Time) {
 	if w.stopCheck != nil {
 		return // one is running
 	}
-	w.adm.quarantine(now.Add(w.cfg.AckWait + w.parkGrace()))
-	w.quarantineDeadline = now.Add(w.cfg.AckWait + w.parkGrace())
+	until := now.Add(w.cfg.AckWait + w.parkGrace())
+	w.sched.startTakeover(until, now)
+	w.takeoverBounds = nil
 	ctx, cancel := context.WithCancel(w.sendCtx)
 	w.stopCheck = cancel
+	w.m.takeovers.Inc()
 	go func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -46,8 +74,10 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 			info, err := w.res.Consumer.Info(qctx)
 			qcancel()
 			if err == nil {
+				c := ackCount{pending: info.NumAckPending, received: received,
+					floor: info.AckFloor.Stream, delivered: info.Delivered.Stream}
 				select {
-				case w.takeover <- ackCount{pending: info.NumAckPending, received: received}:
+				case w.takeover <- c:
 				case <-ctx.Done():
 					return
 				}
@@ -61,44 +91,140 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 	}()
 }
 
-// ackCount is the consumer's count of delivered, unacknowledged messages,
-// with this worker's arrival count taken just before the request.
-type ackCount struct {
-	pending  int
-	received uint64
-}
-
-// onTakeoverCheck ends the quarantine once the server's unacknowledged
-// messages are all accounted for by this worker. What this worker holds now
-// is compared with the server's count of a moment ago, so messages that
-// arrived in between are not counted as ours: they would hide as many of
-// the other worker's (found by TestRepinnedWorkerWaitsForTheOthersMessages).
-// Messages acked in between make the wait longer, never shorter.
+// onTakeoverCheck runs on every reading of the consumer during a takeover.
+// The first fixes the window (F, D] the lane checks look at. Each ends the
+// takeover once the server's unacknowledged messages are all accounted for
+// by this worker: what this worker holds now is compared with the server's
+// count of a moment ago, so messages that arrived in between are not
+// counted as ours (they would hide as many of the other worker's: found by
+// TestRepinnedWorkerWaitsForTheOthersMessages). Messages acked in between
+// make the wait longer, never shorter.
 func (w *Worker) onTakeoverCheck(c ackCount) {
 	if w.stopCheck == nil {
 		return
+	}
+	if w.takeoverBounds == nil {
+		w.takeoverBounds = &c
+		w.startClears()
 	}
 	n := w.sched.counts()
 	ours := len(w.incoming) + n.held + n.parked + n.inflight
 	ours -= int(w.received.Load() - c.received)
 	if foreign := c.pending - ours; foreign > 0 {
-		w.log.Debug("waiting for messages another worker held", "outstanding", foreign)
 		return
 	}
 	w.endQuarantine()
 }
 
-// quarantineExpired reports whether a quarantine is running past its
-// deadline: the other worker's messages should have come back by then.
-func (w *Worker) quarantineExpired(now time.Time) bool {
-	return w.stopCheck != nil && !now.Before(w.quarantineDeadline)
+// startClears starts the checks of the lanes that wait for one, at most
+// maxClearing at a time, once the window is known.
+func (w *Worker) startClears() {
+	if w.takeoverBounds == nil {
+		return
+	}
+	for _, r := range w.sched.takeClears() {
+		w.clearQueue = append(w.clearQueue, r)
+	}
+	b := *w.takeoverBounds
+	for w.clearsRunning < maxClearing && len(w.clearQueue) > 0 {
+		r := w.clearQueue[0]
+		w.clearQueue = w.clearQueue[1:]
+		w.clearsRunning++
+		ctx := w.sendCtx
+		go func() {
+			suspects, err := w.suspects(ctx, r, b.floor, b.delivered)
+			select {
+			case w.clears <- cleared{recipient: r, suspects: suspects, err: err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
 }
 
+// onCleared applies a lane's check; a check that failed (JetStream did not
+// answer) is tried again.
+func (w *Worker) onCleared(c cleared) {
+	w.clearsRunning--
+	if w.stopCheck == nil {
+		return // the takeover ended meanwhile
+	}
+	if c.err != nil {
+		w.log.Warn("cannot check a recipient's messages after a takeover; retrying", "recipient", c.recipient, "err", c.err)
+		w.clearQueue = append(w.clearQueue, c.recipient)
+		return
+	}
+	if len(c.suspects) > 0 {
+		w.log.Debug("waiting for messages a previous worker held", "recipient", c.recipient, "count", len(c.suspects))
+	}
+	now := w.now()
+	w.apply(w.sched.laneCleared(c.recipient, c.suspects, now.Add(w.cfg.AckWait), now))
+}
+
+// suspects reads the recipient's messages in (floor, delivered] and
+// returns the sequences of those not settled: a previous worker may hold
+// them.
+func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivered uint64) ([]uint64, error) {
+	if delivered <= floor {
+		return nil, nil
+	}
+	subject := jetstream.Subject(w.name, recipient)
+	stream := streamOf(w.res.Consumer)
+	var out []uint64
+	for seq := floor + 1; seq <= delivered; {
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msgs, err := jetstreamext.GetBatch(bctx, w.js, stream, 256, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(subject))
+		if err != nil {
+			cancel()
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				return out, nil
+			}
+			return nil, err
+		}
+		n := 0
+		for m, err := range msgs {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			n++
+			if m.Sequence > delivered {
+				cancel()
+				return out, nil
+			}
+			seq = m.Sequence + 1
+			done, err := w.store.settled(ctx, m.Header.Get(jetstream.HeaderKey))
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			if !done {
+				out = append(out, m.Sequence)
+			}
+		}
+		cancel()
+		if n == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// quarantineExpired reports whether a takeover runs past its deadline: the
+// other worker's messages should have come back by then.
+func (w *Worker) quarantineExpired(now time.Time) bool {
+	return w.stopCheck != nil && !w.sched.inTakeover(now)
+}
+
+// endQuarantine ends the takeover: every lane may send.
 func (w *Worker) endQuarantine() {
-	w.adm.endQuarantine()
-	w.quarantineDeadline = time.Time{}
 	if w.stopCheck != nil {
 		w.stopCheck()
 		w.stopCheck = nil
 	}
+	w.takeoverBounds = nil
+	w.clearQueue = nil
+	w.sched.endTakeover(w.now())
 }

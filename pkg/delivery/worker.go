@@ -88,18 +88,24 @@ type Worker struct {
 	arrivalEpoch uint64             // pin epoch of the last arrival
 	reconnects   uint64             // NATS reconnections seen
 	stopCheck    context.CancelFunc // stops the running takeover check
-	// quarantineDeadline is when a running takeover check gives up.
-	quarantineDeadline time.Time
-	sendCtx            context.Context // requests in flight; cancelled at the shutdown deadline
-	cancelSends        context.CancelFunc
-	sends              sync.WaitGroup
+	// takeoverBounds is the window (F, D] of a running takeover, once read;
+	// clearQueue the lanes waiting for a check, clearsRunning the checks
+	// running (takeover.go).
+	takeoverBounds *ackCount
+	clearQueue     []string
+	clearsRunning  int
+	sendCtx        context.Context // requests in flight; cancelled at the shutdown deadline
+	cancelSends    context.CancelFunc
+	sends          sync.WaitGroup
 
 	incoming chan *job
 	results  chan result
 	wake     chan struct{}
 	takeover chan ackCount // consumer ack-pending counts from the check
+	clears   chan cleared  // lane checks done
 	pinLost  chan struct{} // signalled when another worker was pinned
 
+	pin       pinState      // see failover.go
 	pinEpoch  atomic.Uint64 // times this worker lost the pin to another
 	received  atomic.Uint64 // messages handed to the dispatcher
 	consuming atomic.Bool
@@ -159,6 +165,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		results:  make(chan result, cfg.MaxInFlight*2),
 		wake:     make(chan struct{}, 1),
 		takeover: make(chan ackCount, 1),
+		clears:   make(chan cleared, maxClearing),
 		pinLost:  make(chan struct{}, 1),
 	}
 	w.adm = newAdmission(name, cfg.BreakerFailures, cfg.BreakerOpen, func(from, to gobreaker.State) {
@@ -171,7 +178,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
 	}
-	w.persist = newPersister(state, log)
+	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
 	w.events = newEvents(d.JS, name, log, w.m.eventErrors.Inc)
 	w.degrade = newDegrader(cfg, lim.Rate)
 	w.sched = newScheduler(schedConfig{
@@ -195,6 +202,10 @@ func (w *Worker) poke() {
 // back before the lane stops waiting for it.
 func (w *Worker) parkGrace() time.Duration { return w.cfg.AckWait + 10*time.Second }
 
+// ErrNotConnected is what Ready reports, and why shared state waits, while
+// the worker's connection to NATS is down.
+var ErrNotConnected = errors.New("not connected to NATS")
+
 // Ready reports whether the worker is consuming and allowed to send: false
 // while it starts, after the provider rejected the credentials, or when it
 // stopped.
@@ -208,6 +219,8 @@ func (w *Worker) Ready() error {
 			cause = *c
 		}
 		return fmt.Errorf("%s: %s: sending is stopped until a probe succeeds", w.name, cause)
+	case !w.js.Conn().IsConnected():
+		return ErrNotConnected
 	case !w.consuming.Load():
 		return errors.New("not consuming from JetStream")
 	}
@@ -236,6 +249,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	bgWG.Go(func() { w.pollStats(bg) })
+	bgWG.Go(func() { w.watchPin(bg) })
 	go w.persist.run()
 	go w.events.run()
 
@@ -248,6 +262,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	stopConsume()
 	<-consumeDone
+	w.unpinned()
 	w.shutdown()
 	return nil
 }
@@ -263,6 +278,9 @@ func (w *Worker) dispatch(ctx context.Context) {
 	defer housekeeping.Stop()
 	for {
 		next := w.launch()
+		if w.stopCheck != nil {
+			w.startClears()
+		}
 		wait := time.Hour
 		if !next.IsZero() {
 			wait = max(next.Sub(w.now()), 0)
@@ -289,6 +307,8 @@ func (w *Worker) dispatch(ctx context.Context) {
 			w.sched.rescheduleAll(w.now())
 		case c := <-w.takeover:
 			w.onTakeoverCheck(c)
+		case c := <-w.clears:
+			w.onCleared(c)
 		case <-w.pinLost:
 			w.onPinLost()
 		case <-keepalive.C:
@@ -312,7 +332,7 @@ func (w *Worker) launch() time.Time {
 		w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending", "for", ReconnectSettle)
 	}
 	if w.quarantineExpired(now) {
-		w.log.Warn("messages held by a previous worker did not all come back in time; sending anyway",
+		w.log.Warn("messages held by a previous worker did not all come back in time; every lane sends now",
 			"waited", w.cfg.AckWait+w.parkGrace())
 		w.endQuarantine()
 	}
@@ -345,9 +365,20 @@ func (w *Worker) launchOne(j *job) {
 	}()
 }
 
-// apply carries out what the scheduler decided for the stream.
+// apply carries out what the scheduler decided for the stream. Messages are
+// not handed back while the connection to NATS is down: the NAKs would pile
+// up in the reconnect buffer (thousands overflow it) and reach the server
+// late, after their messages may have been redelivered. They stay parked in
+// their lanes instead, and come back when their ack wait expires.
 func (w *Worker) apply(eff effects) {
 	now := w.now()
+	if len(eff.naks) > 0 && !w.js.Conn().IsConnected() {
+		for _, n := range eff.naks {
+			w.apply(w.sched.nakFailed(n.j, now.Add(max(n.delay, w.cfg.AckWait))))
+		}
+		w.log.Warn("not connected to NATS: messages to hand back stay parked until their ack wait expires", "count", len(eff.naks))
+		eff.naks = nil
+	}
 	for _, n := range eff.naks {
 		var err error
 		if n.delay <= 0 {

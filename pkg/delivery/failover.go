@@ -1,0 +1,203 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+)
+
+// Fast failover. JetStream moves the pin of a priority group to a standby
+// only when the pinned client has sent no pull request for the consumer's
+// pinned TTL — seconds after a worker died. So the workers watch each other:
+// the pinned worker answers on a core subject, tgnotify.worker.<channel>.pinned,
+// with its pin id, for as long as it lives (a process that dies loses its
+// subscription with its connection, at once); a standby asks every
+// failoverPing, and when the consumer has a pin that nobody answers for,
+// failoverMisses times in a row, it unpins the consumer. JetStream then
+// pins the standby's waiting pull request; the dead worker's messages come
+// back to it when their ack wait expires, and takeover.go decides which
+// recipients must wait for them.
+
+// failoverPing is how often a standby checks that the pinned worker lives.
+const failoverPing = 250 * time.Millisecond
+
+// failoverMisses is how many checks in a row must find the same pin
+// unanswered before the standby unpins it: a second. A newly pinned worker
+// learns its pin only from the first message delivered to it, so it gets
+// that long to process it, even on a busy machine, before a standby doubts
+// it.
+const failoverMisses = 4
+
+// pinSubject is the core NATS subject on which the pinned worker of a
+// channel answers. It lies outside notify.>, so the NOTIFY stream never
+// stores these requests.
+func pinSubject(channel string) string { return "tgnotify.worker." + channel + ".pinned" }
+
+// pinState is this worker's pin: the id JetStream gave it, as the last
+// message delivered to it said, and the responder subscription while it
+// holds it.
+type pinState struct {
+	mu  sync.Mutex
+	id  string
+	sub *nats.Subscription
+}
+
+// pinnedAs records that a message arrived with pin id id: this worker is
+// the pinned one. It answers the standbys from now on.
+func (w *Worker) pinnedAs(id string) {
+	if id == "" {
+		return
+	}
+	w.pin.mu.Lock()
+	defer w.pin.mu.Unlock()
+	if w.pin.id == id && w.pin.sub != nil {
+		return
+	}
+	w.pin.id = id
+	if w.pin.sub != nil {
+		return
+	}
+	sub, err := w.js.Conn().Subscribe(pinSubject(w.name), func(m *nats.Msg) {
+		w.pin.mu.Lock()
+		id := w.pin.id
+		w.pin.mu.Unlock()
+		if id != "" {
+			_ = m.Respond([]byte(id))
+		}
+	})
+	if err != nil {
+		w.log.Warn("cannot answer the standbys; they will take over after the pinned TTL only", "err", err)
+		return
+	}
+	w.pin.sub = sub
+}
+
+// unpinned stops answering: another worker is pinned now, or this one
+// stops.
+func (w *Worker) unpinned() {
+	w.pin.mu.Lock()
+	defer w.pin.mu.Unlock()
+	w.pin.id = ""
+	if w.pin.sub != nil {
+		_ = w.pin.sub.Unsubscribe()
+		w.pin.sub = nil
+	}
+}
+
+// isPinned reports whether this worker holds the pin as far as it knows.
+func (w *Worker) isPinned() bool {
+	w.pin.mu.Lock()
+	defer w.pin.mu.Unlock()
+	return w.pin.id != ""
+}
+
+// watchPin runs on every worker: while it is not pinned, it checks every
+// failoverPing that the pinned worker answers, and unpins the consumer when
+// it does not.
+func (w *Worker) watchPin(ctx context.Context) {
+	t := time.NewTicker(failoverPing)
+	defer t.Stop()
+	missed, suspect := 0, ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if w.isPinned() || !w.js.Conn().IsConnected() {
+			missed, suspect = 0, ""
+			continue
+		}
+		pinned := w.pinnedClient(ctx)
+		if pinned != "" {
+			w.m.pinChecks.Inc()
+		}
+		if pinned == "" || w.pinAnswered(ctx, pinned) {
+			missed, suspect = 0, ""
+			continue
+		}
+		if pinned != suspect {
+			missed, suspect = 0, pinned
+		}
+		if missed++; missed < failoverMisses {
+			continue
+		}
+		if pinned != w.pinnedClient(ctx) {
+			continue // the pin moved meanwhile
+		}
+		uctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := w.unpin(uctx)
+		cancel()
+		if err != nil {
+			w.log.Warn("the pinned worker does not answer, and unpinning it failed", "pin", pinned, "err", err)
+			continue
+		}
+		w.m.failovers.Inc()
+		w.log.Warn("the pinned worker does not answer: unpinned it, this worker takes over", "pin", pinned)
+		missed, suspect = 0, ""
+	}
+}
+
+// pinnedClient returns the pin id of the consumer's priority group, or ""
+// when nobody is pinned or the consumer cannot be read.
+func (w *Worker) pinnedClient(ctx context.Context) string {
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	info, err := w.res.Consumer.Info(qctx)
+	if err != nil {
+		return ""
+	}
+	group := w.priorityGroup()
+	for _, g := range info.PriorityGroups {
+		if g.Group == group {
+			return g.PinnedClientID
+		}
+	}
+	return ""
+}
+
+// pinAnswered asks the pinned worker whether it lives and holds pin.
+// Anything but "no responders", or an answer with another pin, counts as an
+// answer: only a worker that is gone (or holds a stale pin) makes the
+// standby take over.
+func (w *Worker) pinAnswered(ctx context.Context, pin string) bool {
+	rctx, cancel := context.WithTimeout(ctx, failoverPing)
+	defer cancel()
+	m, err := w.js.Conn().RequestWithContext(rctx, pinSubject(w.name), nil)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return false
+	case err != nil:
+		return true // slow or unknown: do not take over on doubt
+	}
+	return string(m.Data) == pin
+}
+
+// unpin clears the consumer's pin.
+func (w *Worker) unpin(ctx context.Context) error {
+	s, err := w.js.Stream(ctx, streamOf(w.res.Consumer))
+	if err != nil {
+		return err
+	}
+	return s.UnpinConsumer(ctx, consumerName(w.res.Consumer), w.priorityGroup())
+}
+
+func streamOf(c natsjs.Consumer) string {
+	if info := c.CachedInfo(); info != nil && info.Stream != "" {
+		return info.Stream
+	}
+	return jetstream.StreamNotify
+}
+
+func consumerName(c natsjs.Consumer) string {
+	if info := c.CachedInfo(); info != nil {
+		return info.Name
+	}
+	return ""
+}

@@ -1,0 +1,135 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/botapi"
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+)
+
+// stuckChat is a Bot API client whose requests to one chat never complete
+// (until the request's context ends): the worker using it dies in the
+// middle of that chat's send.
+type stuckChat struct {
+	telegram.Sender
+	chat    int64
+	mu      sync.Mutex
+	entered bool
+}
+
+func (s *stuckChat) SendMessage(ctx context.Context, p botapi.SendMessageParams) (*botapi.Message, error) {
+	if p.ChatID == s.chat {
+		s.mu.Lock()
+		s.entered = true
+		s.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Sender.SendMessage(ctx, p)
+}
+
+func (s *stuckChat) stuck() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entered
+}
+
+// The active worker dies (its NATS connection drops, as when the process is
+// killed) in the middle of a chat's send, holding that chat's next message
+// too. The standby takes over long before the consumer's pinned TTL would
+// move the pin: another chat's new message is delivered at once, while the
+// dead worker's chat waits for the messages it held (they come back after
+// the ack wait) and then receives all of its messages, in order, once.
+func TestStandbyTakesOverFromADeadWorkerPerChat(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	// A pinned TTL far beyond the test's waits: only the standby's watch can
+	// move the pin in time.
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
+	cfg.AckWait = 6 * time.Second
+	cfg.ShutdownTimeout = time.Second // the dead worker's stuck send ends with the test
+
+	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncA.Close)
+	stuck := &stuckChat{Sender: env.Client(testenv.Token), chat: 100}
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings, NC: ncA, API: stuck})
+	env.Publish(note("warmup", 300, "0")) // pins the first worker
+	waitDelivered(t, env, 1)
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+	if a.Stats().Sent != 1 {
+		t.Fatalf("the first worker sent %d, want the warm-up message: it must hold the pin", a.Stats().Sent)
+	}
+
+	env.Publish(note("k:100:0", 100, "0"))
+	env.Publish(note("k:100:1", 100, "1"))
+	natstest.WaitFor(t, 10*time.Second, func() bool { return stuck.stuck() && a.Stats().Held+a.Stats().InFlight >= 2 }, "the first worker holding chat 100")
+
+	crash := time.Now()
+	ncA.Close() // the first worker is gone for JetStream and for the standby
+	env.Publish(note("k:100:2", 100, "2"))
+	env.Publish(note("k:200:0", 200, "0"))
+
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(200)) == 1 }, "the standby delivering chat 200")
+	t.Logf("chat 200 after %v", time.Since(crash))
+	if got := counter(t, b, "tgnotify_worker_failovers_total"); got != 1 {
+		t.Errorf("the standby counted %v failovers, want 1", got)
+	}
+	if got := len(env.Emu.ChatMessages(100)); got != 0 {
+		t.Fatalf("chat 100 received %d messages before the dead worker's came back: its order is lost", got)
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= 3 }, "chat 100 delivered by the standby")
+	t.Logf("chat 100 after %v", time.Since(crash))
+	checkOrder(t, env, 100, 3)
+	if got := env.Emu.Stats().Delivered; got != 5 {
+		t.Errorf("%d deliveries, want 5", got)
+	}
+	if got := counter(t, b, "tgnotify_worker_takeovers_total"); got < 1 {
+		t.Errorf("the standby counted %v takeovers, want at least 1", got)
+	}
+}
+
+// A standby must not unpin a live active worker, however long it watches:
+// many pings over an idle and then a busy consumer change nothing.
+func TestStandbyLeavesALiveActiveWorkerPinned(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+	env.Publish(note("warmup", 300, "0"))
+	waitDelivered(t, env, 1)
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+	// Each delivery below is a full round through the standby's watch, at
+	// least: the standby has pinged many times by the end.
+	checks := 0.0
+	for i := range 20 {
+		env.Publish(note(fmt.Sprintf("k:%d", i), 100, fmt.Sprint(i)))
+		waitDelivered(t, env, int64(i+2))
+		if i%5 == 0 {
+			// More checks than it takes to unpin a worker that is gone.
+			natstest.WaitFor(t, 10*time.Second, func() bool { return counter(t, b, "tgnotify_worker_pin_checks_total") >= checks+5 }, "the standby checking the pin")
+			checks = counter(t, b, "tgnotify_worker_pin_checks_total")
+		}
+	}
+	if got := counter(t, b, "tgnotify_worker_failovers_total"); got != 0 {
+		t.Fatalf("the standby unpinned a live worker %v times", got)
+	}
+	natstest.WaitFor(t, 5*time.Second, func() bool { return a.Stats().Sent+b.Stats().Sent == 21 }, "the sends counted")
+	if a.Stats().Sent != 21 || b.Stats().Sent != 0 {
+		t.Fatalf("sent %d and %d, want all by the active worker", a.Stats().Sent, b.Stats().Sent)
+	}
+}
