@@ -272,9 +272,10 @@ func metrics(addr string) string {
 }
 
 // TestWorkerKeepsTheLiveAckWait: the consumer's ack wait was provisioned at
-// 20s while the worker's declaration says 30s. The worker keeps the
-// consumer, reports the drift, and keeps held messages alive by the live
-// 20s, not by the declared 30s, which would let them be redelivered.
+// 20s while the worker's declaration says 10s. The worker keeps the
+// consumer, reports the drift, and times its keep-alives and takeovers by
+// the live 20s, not by the declared 10s (the other way round, a declared
+// wait longer than the live one would let held messages be redelivered).
 func TestWorkerKeepsTheLiveAckWait(t *testing.T) {
 	srv := natstest.Start(t)
 	js := connect(t, srv)
@@ -291,7 +292,7 @@ func TestWorkerKeepsTheLiveAckWait(t *testing.T) {
 		t.Fatalf("runMain: %v", err)
 	}
 	for _, want := range [][]string{
-		{`"msg":"JetStream configuration drift`, `"field":"ack_wait","live":"20s","declared":"30s"`},
+		{`"msg":"JetStream configuration drift`, `"field":"ack_wait","live":"20s","declared":"10s"`},
 		{`"msg":"consumer ready"`, `"ack_wait":"20s"`},
 	} {
 		if !logLine(logs.String(), want...) {

@@ -18,7 +18,7 @@ const (
 	DefaultBreakerFailures   = 5
 	DefaultBreakerOpen       = 30 * time.Second
 	DefaultLaneCap           = 100
-	DefaultAckWait           = 30 * time.Second
+	DefaultAckWait           = 10 * time.Second
 	DefaultPullBatch         = 256
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultHaltProbe         = 30 * time.Second

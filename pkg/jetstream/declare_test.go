@@ -142,10 +142,10 @@ func TestProvisionUpdatesWhatDiffersAndDryRunChangesNothing(t *testing.T) {
 	d := jetstream.Declare(s)
 	want := []string{
 		"update stream NOTIFY: max_age 72h -> 10h",
-		"update consumer telegram-worker on NOTIFY: ack_wait 30s -> 20s",
-		"update consumer max-worker on NOTIFY: ack_wait 30s -> 20s",
-		"update consumer email-worker on NOTIFY: ack_wait 30s -> 20s",
-		"update consumer sms-worker on NOTIFY: ack_wait 30s -> 20s",
+		"update consumer telegram-worker on NOTIFY: ack_wait 10s -> 20s",
+		"update consumer max-worker on NOTIFY: ack_wait 10s -> 20s",
+		"update consumer email-worker on NOTIFY: ack_wait 10s -> 20s",
+		"update consumer sms-worker on NOTIFY: ack_wait 10s -> 20s",
 		"update bucket notify_delivered: ttl 168h -> 48h",
 	}
 	planned, err := jetstream.Provision(ctx, js, d, true)

@@ -28,7 +28,7 @@ const (
 
 	// DefaultAckWait is how long the worker has to ack a message before
 	// JetStream redelivers it.
-	DefaultAckWait = 30 * time.Second
+	DefaultAckWait = 10 * time.Second
 	// DefaultMaxAckPending bounds the messages delivered but not yet acked:
 	// the most the worker holds in its lanes, which bounds its memory.
 	DefaultMaxAckPending = 10_000
