@@ -1,22 +1,42 @@
-// Package delivery is the telegram worker: it pulls notifications from the
-// NOTIFY stream and sends them with the Bot API, once and in order per chat,
-// within Telegram's limits.
+// Package delivery is the channel-agnostic delivery engine: a Worker pulls
+// notifications of one channel from the NOTIFY stream and hands each to the
+// Channel (Telegram, MAX, email, SMS: pkg/channel/...), once and in order
+// per recipient, within the channel's limits, falling back along the
+// notification's route when the channel cannot reach the customer.
 //
 // The design, in one paragraph (docs/WORKER.md has the long form): one
-// dispatcher goroutine owns a lane per chat. A lane holds that chat's
-// messages in stream order and sends at most one at a time, so a chat's
-// messages never overtake each other; lanes are independent, so a chat that
-// must wait (its 1 msg/s limit, a retry backoff) never holds back the others.
-// Proactive token buckets keep the bot under 30 msg/s, a private chat under
-// 1 msg/s and a group under 20 msg/min, so 429s do not happen in steady
-// state. When one does, the whole sender pauses for retry_after (Telegram
-// does not say which limit was hit) and the message goes back to the stream
-// with a NAK delay; so do transient failures, with exponential backoff and
-// full jitter, behind a circuit breaker. A message that goes back to the
-// stream "parks" its lane: later messages of that chat go back too, behind it,
-// so order holds across retries and restarts. Blocked or missing chats are
+// dispatcher goroutine owns a lane per recipient. A lane holds that
+// recipient's messages in stream order and sends at most one at a time, so a
+// recipient's messages never overtake each other; lanes are independent, so a
+// recipient that must wait (its own limit, a retry backoff) never holds back
+// the others. Proactive token buckets keep the channel under its limits, so
+// 429s do not happen in steady state. When one does, the whole sender pauses
+// for retry_after and the message goes back to the stream with a NAK delay;
+// so do transient failures, with exponential backoff and full jitter, behind
+// a circuit breaker. A message that goes back to the stream "parks" its lane:
+// later messages of that recipient go back too, behind it, so order holds
+// across retries and restarts. Blocked or missing recipients are
 // dead-lettered to NOTIFY_DEAD with their reason and remembered, so later
-// messages to them cost no API call. Every success is recorded under its
-// idempotency key before the ack, so a redelivery or a replay is never sent
-// twice.
+// messages to them cost no request, or handed to the next channel of their
+// route. Every success is recorded under its idempotency key before the ack,
+// so a redelivery, a replay or a fallback is never sent twice.
+//
+// The parts, one file each:
+//
+//   - channel.go: the Channel interface, the Attempt and its Outcome.
+//   - scheduler.go, lane.go: lanes, limits, parking, priority classes; a
+//     plain data structure with time passed in, no NATS and no goroutines.
+//   - admission.go: whether a request may start now (halt, settle after a
+//     reconnect, the 429 pause, the circuit breaker).
+//   - worker.go: the dispatcher loop that applies the scheduler's decisions;
+//     consume.go: pulling and decoding; attempt.go: one attempt and what
+//     its outcome means (ack, retry, fallback, dead letter).
+//   - store.go, state.go, persist.go: delivery records, attempts, recipient
+//     state and dead letters in JetStream; events.go: events for the
+//     application.
+//   - failover.go: a standby unpins a pinned worker that is gone;
+//     takeover.go: per-recipient handover of what another worker may hold.
+//   - degrade.go: slower sending when the provider slows down, shedding bulk
+//     messages when a backlog builds.
+//   - stats.go, metrics.go, backoff.go, config.go, job.go: the rest.
 package delivery
