@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	_ "modernc.org/sqlite" // the driver "sqlite" that -db opens
+
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/operator"
 )
