@@ -61,6 +61,8 @@ func keyspaceFor(channel string) keyspace {
 }
 
 func (k keyspace) dead(r string) string        { return k.prefix + "dead." + r }
+func (k keyspace) redirectKey(r string) string { return k.prefix + k.redirect + "." + r }
+func (k keyspace) hold(r string) string        { return k.prefix + "hold." + r }
 
 // DeadRecipientKey returns the key of the notify_chats bucket that marks
 // recipient (a subject token: a Telegram chat id, u42, e<hash>) dead on
@@ -68,8 +70,6 @@ func (k keyspace) dead(r string) string        { return k.prefix + "dead." + r }
 // other channels. Its value is a [DeadRecipient]; deleting it revives the
 // recipient, which the running workers see within milliseconds.
 func DeadRecipientKey(channel, recipient string) string { return keyspaceFor(channel).dead(recipient) }
-func (k keyspace) redirectKey(r string) string { return k.prefix + k.redirect + "." + r }
-func (k keyspace) hold(r string) string        { return k.prefix + "hold." + r }
 
 // watchFilter is the subject filter of the channel's keys.
 func (k keyspace) watchFilter() string {
