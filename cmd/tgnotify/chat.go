@@ -27,10 +27,10 @@ p<hash> token. Exit status 1 when the recipient is not marked dead.
 
 `
 
+// chatSettings are what the chat revive command's flags configure.
 type chatSettings struct {
 	conn    connFlags
 	channel string
-	token   string
 }
 
 // runChat is `tgnotify chat`.

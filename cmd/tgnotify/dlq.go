@@ -40,8 +40,8 @@ command's flags.
 
 // dlqCommand is one command of tgnotify dlq.
 type dlqCommand struct {
-	name, summary, usage string
-	run                  func(context.Context, streams, *dlqSettings) error
+	name, usage string
+	run         func(context.Context, streams, *dlqSettings) error
 	// filters: the command takes the filter flags; seqs: sequence
 	// arguments; dryRun, all: those flags.
 	filters, seqs, dryRun, all bool
