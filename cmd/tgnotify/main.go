@@ -1,10 +1,14 @@
 // Command tgnotify is the operator's tool for a tgnotify installation. Its
 // subcommands act on the NATS JetStream objects the daemons use:
 //
-//	tgnotify provision [flags]   create or update the streams, consumers and buckets
+//	tgnotify provision [flags]                 create or update the streams, consumers and buckets
+//	tgnotify status [-db PATH] KEY             the whole trail of one notification
+//	tgnotify dlq list|show|replay|purge ...    dead letters, with filters
+//	tgnotify chat revive [-channel C] ID       send to a recipient marked dead again
 //
 // `tgnotify -h` lists the subcommands, `tgnotify <command> -h` their flags.
-// The work is done in packages (pkg/jetstream); this is wiring.
+// The work is done in packages (pkg/jetstream, internal/operator); this is
+// wiring.
 package main
 
 import (
@@ -48,6 +52,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "provision", summary: "create the missing streams, consumers and buckets, and update what differs from the declaration", run: runProvision},
+		{name: "status", summary: "the whole trail of one notification: outbox row, NOTIFY messages, attempts, delivery, dead letters, events", run: runStatus},
+		{name: "dlq", summary: "dead letters: list, show, replay, purge (filters by channel, reason, recipient, key, time)", run: runDLQ},
+		{name: "chat", summary: "revive a recipient a channel marked dead (chat revive ID)", run: runChat},
 	}
 }
 
@@ -81,10 +88,10 @@ func runMain(ctx context.Context, args []string, s streams) error {
 // usage prints the list of subcommands.
 func usage(w io.Writer) {
 	var b strings.Builder
-	b.WriteString("Usage: tgnotify <command> [flags]\n\nOperator commands for tgnotify's NATS JetStream objects.\n\nCommands:\n")
+	b.WriteString("Usage: tgnotify <command> [flags]\n\nOperator commands for tgnotify's NATS JetStream objects and the trail\nof its notifications.\n\nCommands:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
-	b.WriteString("\n`tgnotify <command> -h` lists a command's flags. Every flag can also be set\nas TGNOTIFY_<FLAG> (upper case, dashes as underscores); NATS_URL sets -nats.\n")
+	b.WriteString("\n`tgnotify <command> -h` lists a command's flags. Every flag can also be set\nas TGNOTIFY_<FLAG> (upper case, dashes as underscores); NATS_URL sets -nats.\nEvery command takes the NATS connection flags (-nats URLS, default $NATS_URL).\n")
 	fmt.Fprint(w, b.String())
 }

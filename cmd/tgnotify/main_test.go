@@ -57,8 +57,54 @@ func TestHelp(t *testing.T) {
 	if code, _, stderr := run(t, nil); code != 2 || !strings.Contains(stderr, "no command") {
 		t.Errorf("tgnotify alone: exit %d, %s; want 2 and the usage", code, stderr)
 	}
-	if code, _, stderr := run(t, nil, "status"); code != 2 || !strings.Contains(stderr, `unknown command "status"`) {
-		t.Errorf("tgnotify status: exit %d, %s; want 2", code, stderr)
+	if code, _, stderr := run(t, nil, "stats"); code != 2 || !strings.Contains(stderr, `unknown command "stats"`) {
+		t.Errorf("tgnotify stats: exit %d, %s; want 2", code, stderr)
+	}
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"status", "-h"}, []string{"Usage: tgnotify status [-db PATH] [flags] KEY", "-db PATH", "-nats URLs", "-since time"}},
+		{[]string{"dlq", "-h"}, []string{"Usage: tgnotify dlq <command>", "list ", "show ", "replay ", "purge "}},
+		{[]string{"dlq", "list", "-h"}, []string{"Usage: tgnotify dlq list", "-channel channel", "-reason reason", "-recipient recipient", "-key key", "-since time", "-until time", "-nats URLs"}},
+		{[]string{"dlq", "show", "-h"}, []string{"Usage: tgnotify dlq show", "-nats URLs"}},
+		{[]string{"dlq", "replay", "-h"}, []string{"Usage: tgnotify dlq replay", "<key>:replay:<dead-letter seq>", "-all", "-reason reason", "-nats URLs"}},
+		{[]string{"dlq", "purge", "-h"}, []string{"Usage: tgnotify dlq purge", "-dry-run", "-all", "-nats URLs"}},
+		{[]string{"chat", "-h"}, []string{"Usage: tgnotify chat revive [-channel telegram] [flags] ID"}},
+		{[]string{"chat", "revive", "-h"}, []string{"Usage: tgnotify chat revive", "-channel channel", "-nats URLs"}},
+	} {
+		code, _, stderr := run(t, nil, c.args...)
+		if code != 0 {
+			t.Errorf("tgnotify %v: exit %d, want 0", c.args, code)
+		}
+		for _, w := range c.wants {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("tgnotify %v does not show %q:\n%s", c.args, w, stderr)
+			}
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status"}, "want one KEY after the flags"},
+		{[]string{"dlq"}, "no dlq command given"},
+		{[]string{"dlq", "drop"}, `unknown dlq command "drop"`},
+		{[]string{"dlq", "show"}, "give the SEQ of at least one dead letter"},
+		{[]string{"dlq", "show", "x"}, `"x" is not a sequence number`},
+		{[]string{"dlq", "replay"}, "select dead letters with a filter"},
+		{[]string{"dlq", "replay", "-reason", "blocked", "7"}, "give either SEQ... or filters/-all, not both"},
+		{[]string{"dlq", "purge", "-all", "-reason", "blocked"}, "-all selects every dead letter: give it without filters"},
+		{[]string{"dlq", "list", "-reason", "a.b"}, "must be one subject token"},
+		{[]string{"dlq", "list", "-since", "yesterday"}, "want an RFC 3339 time"},
+		{[]string{"dlq", "list", "-since", "1h", "-until", "2h"}, "is before since"},
+		{[]string{"chat", "revive"}, "want one recipient ID"},
+		{[]string{"chat", "revive", "abc"}, `"abc" is not a Telegram chat id`},
+		{[]string{"chat", "revive", "-channel", "pigeon", "1"}, "-channel pigeon"},
+	} {
+		if code, _, stderr := run(t, nil, c.args...); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("tgnotify %v: exit %d, %s; want 2 and %q", c.args, code, stderr, c.want)
+		}
 	}
 }
 

@@ -2,18 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tgnotify/tgnotify/internal/config"
-	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
@@ -39,11 +33,9 @@ the environment, which wins over the file.
 
 // provisionSettings are what the provision command's flags configure.
 type provisionSettings struct {
-	nats     jetstream.Options
-	decl     jetstream.Settings
-	dryRun   bool
-	timeout  time.Duration
-	logLevel string
+	conn   connFlags
+	decl   jetstream.Settings
+	dryRun bool
 }
 
 // parseProvision reads the provision command's flags, $TGNOTIFY_* and the
@@ -54,7 +46,7 @@ func parseProvision(args []string, s streams) (*provisionSettings, error) {
 		EnvPrefix: "TGNOTIFY", Getenv: s.getenv, ConfigFlag: "config", Output: s.stderr, Usage: provisionUsage,
 		ConfigUsage: "the declaration: a YAML `file` of the settings below (configs/jetstream.yaml); flags and the environment override it",
 	})
-	daemon.NATSFlags(cs, &p.nats)
+	p.conn.register(cs, defaultTimeout)
 	p.decl.RegisterFlags(cs.FlagSet())
 	cs.FileKeys("the declaration file holds the stream, consumer and bucket settings only, as the daemons read it too; give connection settings as flags or in the environment",
 		jetstream.SettingNames()...)
@@ -65,9 +57,6 @@ func parseProvision(args []string, s streams) (*provisionSettings, error) {
 		return nil
 	})
 	config.Bool(cs, &p.dryRun, "dry-run", false, "print the changes without making them")
-	config.Duration(cs, &p.timeout, "timeout", defaultTimeout, "give up after this long, connecting included").Check(config.Positive)
-	config.String(cs, &p.logLevel, "log-level", "warn", "`level` of the connection's log lines on stderr: debug, info, warn or error").
-		Check(config.OneOf("debug", "info", "warn", "error"))
 	if err := cs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -80,25 +69,12 @@ func runProvision(ctx context.Context, s streams, args []string) error {
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(p.logLevel)) // checked by the binding
-	log := slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: level}))
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	p.nats.Name = "tgnotify provision"
-	nc, err := jetstream.Connect(ctx, p.nats, log)
-	if err != nil {
-		return &config.Error{Err: err}
-	}
-	defer nc.Close()
-	url := jetstream.RedactURL(p.nats.ServerURLs())
-	if err := waitConnected(ctx, nc); err != nil {
-		return fmt.Errorf("cannot reach NATS at %s within -timeout %v: %w", url, p.timeout, err)
-	}
-	js, err := natsjs.New(nc)
+	sess, err := p.conn.connect(ctx, s, "tgnotify provision")
 	if err != nil {
 		return err
 	}
+	defer sess.close()
+	ctx, js, url := sess.ctx, sess.js, sess.url
 	d := jetstream.Declare(p.decl)
 	changes, err := jetstream.Provision(ctx, js, d, p.dryRun)
 	for _, c := range changes {
@@ -109,24 +85,6 @@ func runProvision(ctx context.Context, s streams, args []string) error {
 	}
 	summarize(s.stdout, url, len(d.Objects()), changes, p.dryRun)
 	return nil
-}
-
-// waitConnected waits until nc is connected or ctx ends.
-func waitConnected(ctx context.Context, nc *nats.Conn) error {
-	ch := nc.StatusChanged(nats.CONNECTED)
-	defer nc.RemoveStatusListener(ch)
-	if nc.IsConnected() {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return errors.New("not connected")
-		}
-		return ctx.Err()
-	}
 }
 
 // describe writes a change as done ("created stream NOTIFY") or, in a dry

@@ -210,10 +210,3 @@ func (a *admission) settleFor(until time.Time) {
 
 // breakerState returns the breaker's state.
 func (a *admission) breakerState() gobreaker.State { return a.breaker.State() }
-
-// openRequests is how many admitted requests are not answered yet.
-func (a *admission) openRequests() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.open
-}

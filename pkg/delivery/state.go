@@ -64,6 +64,13 @@ func (k keyspace) dead(r string) string        { return k.prefix + "dead." + r }
 func (k keyspace) redirectKey(r string) string { return k.prefix + k.redirect + "." + r }
 func (k keyspace) hold(r string) string        { return k.prefix + "hold." + r }
 
+// DeadRecipientKey returns the key of the notify_chats bucket that marks
+// recipient (a subject token: a Telegram chat id, u42, e<hash>) dead on
+// channel: dead.<chat> for Telegram, <channel>.dead.<recipient> for the
+// other channels. Its value is a [DeadRecipient]; deleting it revives the
+// recipient, which the running workers see within milliseconds.
+func DeadRecipientKey(channel, recipient string) string { return keyspaceFor(channel).dead(recipient) }
+
 // watchFilter is the subject filter of the channel's keys.
 func (k keyspace) watchFilter() string {
 	if k.prefix == "" {
@@ -320,10 +327,4 @@ func (s *sharedState) setPauseLocal(p pause) {
 		s.pause = p
 	}
 	s.mu.Unlock()
-}
-
-func (s *sharedState) pausedUntil() time.Time {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.pause.Until
 }

@@ -122,9 +122,7 @@ func (w *Worker) startClears() {
 	if w.takeoverBounds == nil {
 		return
 	}
-	for _, r := range w.sched.takeClears() {
-		w.clearQueue = append(w.clearQueue, r)
-	}
+	w.clearQueue = append(w.clearQueue, w.sched.takeClears()...)
 	b := *w.takeoverBounds
 	for w.clearsRunning < maxClearing && len(w.clearQueue) > 0 {
 		r := w.clearQueue[0]

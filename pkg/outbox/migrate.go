@@ -3,44 +3,48 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 )
 
-// migrations are the outbox schema versions, applied in order. A migration is
-// never edited once released: add a new one.
-var migrations = []string{
-	// Version 1: the outbox table.
-	//   id AUTOINCREMENT: ids are never reused, so a cursor never skips.
-	//   key UNIQUE: INSERT ... ON CONFLICT (key) DO NOTHING makes enqueue idempotent.
-	//   published_at NULL while pending. There is deliberately no index on
-	//   pending rows: it would cost the application a page write on every
-	//   enqueue. Readers scan the primary key from a low-water mark instead
-	//   (see Reader). The partial index on published rows is written by the
-	//   publisher only, and keeps the purge cheap.
-	`CREATE TABLE outbox (
-		id           INTEGER PRIMARY KEY AUTOINCREMENT,
-		key          TEXT    NOT NULL UNIQUE,
-		channel      TEXT    NOT NULL,
-		recipient    INTEGER NOT NULL,
-		payload      BLOB    NOT NULL,
-		created_at   INTEGER NOT NULL,
-		published_at INTEGER
-	);
-	CREATE INDEX outbox_published ON outbox (published_at) WHERE published_at IS NOT NULL;`,
-	// Version 2: notifications for other channels than Telegram.
-	//   channel is the first channel of the notification's route, and
-	//   recipient_token its recipient there as a subject token (the chat id,
-	//   u<MAX user>, or e/p + a hash of an email address or phone number);
-	//   the publisher sends the row to <prefix>.<channel>.<recipient_token>.
-	//   recipient keeps the Telegram chat id (0 without one). Rows of
-	//   version 1 have no token: the publisher uses recipient.
-	`ALTER TABLE outbox ADD COLUMN recipient_token TEXT;`,
+// migrationFiles are the outbox schema versions as SQL files,
+// schema/NNNN_name.sql, applied in the order of their names. A migration is
+// never edited once released: add a new file. Each file's comments say why
+// the schema is as it is.
+//
+//go:embed schema/*.sql
+var migrationFiles embed.FS
+
+// schemaTableSQL creates the table that records which migrations a database
+// has had.
+const schemaTableSQL = `CREATE TABLE IF NOT EXISTS outbox_schema (
+	version    INTEGER PRIMARY KEY,
+	applied_at INTEGER NOT NULL
+)`
+
+// migrations returns the migrations' SQL in order: element i brings the
+// schema from version i to i+1.
+func migrations() []string {
+	entries, err := fs.ReadDir(migrationFiles, "schema")
+	if err != nil {
+		panic(fmt.Sprintf("outbox: reading embedded migrations: %v", err)) // the files are compiled in
+	}
+	out := make([]string, 0, len(entries))
+	for _, e := range entries { // sorted by name: 0001_..., 0002_...
+		b, err := fs.ReadFile(migrationFiles, "schema/"+e.Name())
+		if err != nil {
+			panic(fmt.Sprintf("outbox: reading embedded migration %s: %v", e.Name(), err))
+		}
+		out = append(out, string(b))
+	}
+	return out
 }
 
 // SchemaVersion is the outbox schema version this package writes.
-func SchemaVersion() int { return len(migrations) }
+func SchemaVersion() int { return len(migrations()) }
 
 // Migrate brings the outbox schema of db up to [SchemaVersion]: it creates
 // the outbox table on a new database and applies later migrations to an
@@ -61,14 +65,12 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("migrating outbox schema: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS outbox_schema (
-		version    INTEGER PRIMARY KEY,
-		applied_at INTEGER NOT NULL
-	)`); err != nil {
+	if _, err := conn.ExecContext(ctx, schemaTableSQL); err != nil {
 		return fmt.Errorf("creating schema table: %w", err)
 	}
+	steps := migrations()
 	for {
-		done, err := migrateOne(ctx, conn)
+		done, err := migrateOne(ctx, conn, steps)
 		if err != nil || done {
 			return err
 		}
@@ -79,7 +81,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // schema is now current. It manages the transaction with explicit
 // statements rather than database/sql's BeginTx, so that it is an immediate
 // one whatever the DSN of the application's handle says.
-func migrateOne(ctx context.Context, conn *sql.Conn) (done bool, err error) {
+func migrateOne(ctx context.Context, conn *sql.Conn, migrations []string) (done bool, err error) {
 	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return false, fmt.Errorf("beginning migration: %w", err)
 	}

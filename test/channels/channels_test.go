@@ -45,12 +45,11 @@ const (
 // system is every part of the pipeline, running.
 type pipeline struct {
 	*testenv.Env
-	mail     *mailpittest.Server
-	sms      *smsemulator.Emulator
-	shop     *httptest.Server
-	svc      *shop.Service
-	workers  map[string]*testenv.Worker
-	fallback time.Duration
+	mail    *mailpittest.Server
+	sms     *smsemulator.Emulator
+	shop    *httptest.Server
+	svc     *shop.Service
+	workers map[string]*testenv.Worker
 }
 
 type options struct {
