@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -194,18 +195,143 @@ func SignalHandler(ctx context.Context) (execute func() error, interrupt func(er
 func SignalStopped(err error) bool { return errors.Is(err, run.ErrSignal) }
 
 // NATSFlags registers the NATS connection flags of o on cs
-// (jetstream.Options.RegisterFlags): $NATS_URL sets -nats when
-// <PREFIX>_NATS does not, the password and token never show in logs or
-// errors, and the options are validated with the rest of the settings.
+// (jetstream.Options.RegisterFlags) and resolves where the connection's
+// settings come from, like the NATS ecosystem's clients (the `nats` CLI):
+//
+//  1. the daemon's own settings: a flag, <PREFIX>_<FLAG>, the -config file
+//     (in the order internal/config gives them);
+//  2. the standard environment variables NATS_URL, NATS_CREDS, NATS_NKEY,
+//     NATS_USER, NATS_PASSWORD, NATS_TOKEN, NATS_CA, NATS_CERT, NATS_KEY
+//     (aliases of the flags, after <PREFIX>_*): a standard authentication
+//     variable is ignored when the daemon's own settings choose an
+//     authentication method, so an operator's exported NATS_USER never
+//     contradicts a unit's -nats-creds;
+//  3. the `nats` CLI context named by -nats-context (or NATS_CONTEXT):
+//     its URL, authentication and TLS files fill what 1 and 2 leave unset;
+//  4. the defaults.
+//
+// o.Origins records where the URL and the credentials came from, for the
+// start-up log line jetstream.Connect writes. The password and token never
+// show in logs or errors, and the options are validated with the rest of the
+// settings.
 func NATSFlags(cs *config.Set, o *jetstream.Options) {
 	o.RegisterFlags(cs.FlagSet())
-	cs.Alias("nats", jetstream.EnvURL)
-	cs.Secret("nats-password", "nats-token")
-	cs.Redact("nats", jetstream.RedactURL)
-	cs.Check(func() error {
-		if err := o.Validate(); err != nil {
-			return &config.Error{Err: err}
+	for flag, env := range jetstream.StandardEnv() {
+		cs.Alias(flag, env)
+	}
+	cs.Secret(jetstream.FlagPassword, jetstream.FlagToken)
+	cs.Redact(jetstream.FlagURL, jetstream.RedactURL)
+	cs.Check(func() error { return resolveNATS(cs, o) })
+}
+
+// natsField returns the field of o that flag sets.
+func natsField(o *jetstream.Options, flag string) *string {
+	switch flag {
+	case jetstream.FlagURL:
+		return &o.URLs
+	case jetstream.FlagCreds:
+		return &o.CredsFile
+	case jetstream.FlagNKey:
+		return &o.NKeyFile
+	case jetstream.FlagUser:
+		return &o.User
+	case jetstream.FlagPassword:
+		return &o.Password
+	case jetstream.FlagToken:
+		return &o.Token
+	case jetstream.FlagTLSCA:
+		return &o.TLSCA
+	case jetstream.FlagTLSCert:
+		return &o.TLSCert
+	case jetstream.FlagTLSKey:
+		return &o.TLSKey
+	case jetstream.FlagContext:
+		return &o.Context
+	case jetstream.FlagInboxPrefix:
+		return &o.InboxPrefix
+	}
+	panic("daemon: no NATS option for -" + flag)
+}
+
+// authFlags are the flags of the authentication methods, one of which a
+// connection uses; the password goes with the user.
+var authFlags = [...]string{jetstream.FlagCreds, jetstream.FlagNKey, jetstream.FlagUser, jetstream.FlagToken}
+
+// resolveNATS applies NATSFlags' order of sources to o once cs is parsed.
+func resolveNATS(cs *config.Set, o *jetstream.Options) error {
+	std := jetstream.StandardEnv()
+	standard := func(flag string) bool {
+		or := cs.Origin(flag)
+		return or.Source == config.FromEnv && or.Where == std[flag]
+	}
+	own := func(flag string) bool {
+		return cs.Origin(flag).Source != config.FromDefault && !standard(flag) && *natsField(o, flag) != ""
+	}
+	var ignored []string
+	if slices.ContainsFunc(authFlags[:], own) {
+		for _, f := range authFlags {
+			if standard(f) {
+				*natsField(o, f) = ""
+				ignored = append(ignored, std[f])
+			}
 		}
-		return nil
-	})
+	}
+	if o.User == "" && standard(jetstream.FlagPassword) && o.Password != "" {
+		o.Password = ""
+		ignored = append(ignored, std[jetstream.FlagPassword])
+	}
+	// What a context leaves alone is what came from somewhere else.
+	explicit := func(flag string) bool {
+		return cs.Origin(flag).Source != config.FromDefault && *natsField(o, flag) != ""
+	}
+	o.Origins = jetstream.Origins{}
+	if o.Context != "" {
+		c, err := jetstream.LoadContext(o.Context, cs.Getenv)
+		if err != nil {
+			return &config.Error{Flag: jetstream.FlagContext, Origin: cs.Origin(jetstream.FlagContext), Err: err}
+		}
+		o.ApplyContext(c, explicit)
+	}
+	describe := func(flag string) string {
+		or := cs.Origin(flag)
+		switch or.Source {
+		case config.FromFlag:
+			return "flag -" + flag
+		case config.FromDefault:
+			return "default"
+		}
+		return or.String()
+	}
+	if o.Origins.URL == "" {
+		o.Origins.URL = describe(jetstream.FlagURL)
+	}
+	var methods []string
+	for _, f := range authFlags {
+		if explicit(f) {
+			methods = append(methods, "-"+f+" ("+describe(f)+")")
+			if o.Origins.Auth == "" {
+				o.Origins.Auth = describe(f)
+				if f == jetstream.FlagUser && explicit(jetstream.FlagPassword) && describe(jetstream.FlagPassword) != o.Origins.Auth {
+					o.Origins.Auth += ", password from " + describe(jetstream.FlagPassword)
+				}
+			}
+		}
+	}
+	if len(methods) > 1 {
+		return &config.Error{Err: fmt.Errorf("give at most one NATS authentication method, not %s", strings.Join(methods, ", "))}
+	}
+	switch {
+	case o.Origins.Auth != "":
+	case strings.Contains(o.ServerURLs(), "@"):
+		o.Origins.Auth = "the URL, from " + o.Origins.URL
+	default:
+		o.Origins.Auth = "none"
+	}
+	if len(ignored) > 0 {
+		o.Origins.Auth += " (ignoring " + strings.Join(ignored, ", ") + ")"
+	}
+	if err := o.Validate(); err != nil {
+		return &config.Error{Err: err}
+	}
+	return nil
 }
