@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"slices"
@@ -86,10 +87,11 @@ func (l LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 }
 
 // NewRegistry returns a metrics registry with the Go runtime and process
-// collectors.
-func NewRegistry() *prometheus.Registry {
+// collectors and extra (a daemon's [BuildInfo]).
+func NewRegistry(extra ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	return reg
 }
 
@@ -101,12 +103,24 @@ type Endpoints struct {
 	Ready func() error
 	// Extra maps more paths to handlers (/stats).
 	Extra map[string]http.Handler
+	// Pprof mounts net/http/pprof's profiles under /debug/pprof/ (the
+	// -pprof flag, allowed on a loopback address only: see [HTTPFlags]).
+	Pprof bool
 }
 
 // Handler returns the mux: /metrics, /healthz (the process answers),
-// /readyz (503 with the reason when not ready) and the extra paths.
+// /readyz (503 with the reason when not ready), the extra paths, and with
+// Pprof /debug/pprof/.
 func (e Endpoints) Handler() http.Handler {
 	mux := http.NewServeMux()
+	if e.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{Registry: e.Registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -143,8 +157,19 @@ func Listen(flagName, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// HTTPOption changes the server AddHTTP runs.
+type HTTPOption func(*http.Server)
+
+// LongResponses lifts the 10-second write timeout, for /debug/pprof/'s
+// profiles and traces, which stream for ?seconds= (30 by default) and
+// which net/http/pprof refuses when the server's write timeout is shorter.
+// Use it only on a loopback listener.
+func LongResponses() HTTPOption {
+	return func(s *http.Server) { s.WriteTimeout = 0 }
+}
+
 // AddHTTP adds an actor serving h on ln until the group stops.
-func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
+func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger, opts ...HTTPOption) {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -152,6 +177,9 @@ func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
 		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	for _, o := range opts {
+		o(srv)
 	}
 	g.Add(func() error {
 		log.Info("http endpoints listening", "addr", ln.Addr().String())

@@ -57,20 +57,25 @@ type ruleFile struct {
 }
 
 // recorder is a prometheus.Registerer that keeps the names of the metrics
-// registered on it.
+// registered on it, each mapped to whether its help says it is deprecated
+// (a former name exported for one release beside the new one).
 type recorder struct{ names map[string]bool }
 
 var _ prometheus.Registerer = (*recorder)(nil)
 
-// fqName extracts the metric name from a Desc's String.
-var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+// fqName and help extract the metric name and help from a Desc's String.
+var (
+	fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+	help   = regexp.MustCompile(`help: "((?:[^"\\]|\\.)*)"`)
+)
 
 func (r *recorder) Register(c prometheus.Collector) error {
 	ch := make(chan *prometheus.Desc, 16)
 	go func() { c.Describe(ch); close(ch) }()
 	for d := range ch {
 		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			r.names[m[1]] = true
+			h := help.FindStringSubmatch(d.String())
+			r.names[m[1]] = h != nil && strings.HasPrefix(h[1], "Deprecated:")
 		}
 	}
 	return nil
@@ -85,8 +90,9 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 func (r *recorder) Unregister(prometheus.Collector) bool { return true }
 
 // codeMetrics returns the names of every metric the worker and the
-// publisher register, read from the real constructors (the drift gauge is
-// the daemons' own, internal/daemon).
+// publisher register, read from the real constructors (the drift gauge and
+// tgnotify_build_info are the daemons' own, internal/daemon), each mapped to
+// whether it is a deprecated former name.
 func codeMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recorder{names: map[string]bool{}}
@@ -110,7 +116,35 @@ func codeMetrics(t *testing.T) map[string]bool {
 	if _, err := daemon.NewObjects(jetstream.Declare(jetstream.DefaultSettings()), daemon.JetStreamFlags{}, env.Log, rec); err != nil {
 		t.Fatalf("creating the daemons' JetStream keeper: %v", err)
 	}
+	_ = rec.Register(daemon.BuildInfo("telegram-worker", "test"))
 	return rec.names
+}
+
+// runbookBase is the published runbook the alerts link to; operators
+// rewrite it when they install the rules (alerts.yml's header says how).
+const runbookBase = "https://github.com/tgnotify/tgnotify/blob/main/docs/RUNBOOK.md"
+
+// checkMetricNames checks that every tgnotify_ metric expr names is
+// exported by a daemon, and is not a deprecated former name.
+func checkMetricNames(t *testing.T, where, expr string, metrics map[string]bool) {
+	t.Helper()
+	for _, m := range metricRef.FindAllString(expr, -1) {
+		base := m
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if s, ok := strings.CutSuffix(m, suffix); ok {
+				if _, known := metrics[s]; known {
+					base = s
+				}
+			}
+		}
+		deprecated, known := metrics[base]
+		switch {
+		case !known:
+			t.Errorf("%s: metric %s is not exported by any daemon (known: %v)", where, m, sortedKeys(metrics))
+		case deprecated:
+			t.Errorf("%s: metric %s is a deprecated former name; use its new name", where, m)
+		}
+	}
 }
 
 // alertName is the form of the project's alert names.
@@ -197,21 +231,11 @@ func TestAlertRules(t *testing.T) {
 					t.Errorf("%s: for %q: %v", where, r.For, err)
 				}
 			}
-			for _, m := range metricRef.FindAllString(r.Expr, -1) {
-				base := m
-				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-					if s, ok := strings.CutSuffix(m, suffix); ok && metrics[s] {
-						base = s
-					}
-				}
-				if !metrics[base] {
-					t.Errorf("%s: metric %s does not exist in the code (known: %v)", where, m, sortedKeys(metrics))
-				}
-			}
+			checkMetricNames(t, where, r.Expr, metrics)
 			if sev := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "info"}, sev) {
 				t.Errorf("%s: severity %q, want critical, warning or info", where, sev)
 			}
-			for _, k := range []string{"summary", "description", "runbook"} {
+			for _, k := range []string{"summary", "description", "runbook_url"} {
 				if strings.TrimSpace(r.Annotations[k]) == "" {
 					t.Errorf("%s: annotation %s is missing", where, k)
 				}
@@ -221,9 +245,12 @@ func TestAlertRules(t *testing.T) {
 					t.Errorf("%s: annotation %s: %v", where, k, err)
 				}
 			}
-			anchor, ok := strings.CutPrefix(r.Annotations["runbook"], "docs/RUNBOOK.md#")
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbookBase+"#")
 			if !ok || !anchors[anchor] {
-				t.Errorf("%s: runbook %q is not a heading of docs/RUNBOOK.md", where, r.Annotations["runbook"])
+				t.Errorf("%s: runbook_url %q is not %s#<a heading of docs/RUNBOOK.md>", where, r.Annotations["runbook_url"], runbookBase)
+			}
+			if _, old := r.Annotations["runbook"]; old {
+				t.Errorf("%s: the relative runbook annotation is replaced by runbook_url", where)
 			}
 		}
 	}
@@ -318,17 +345,30 @@ func TestScrapeConfigMatchesDownAlerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(string(alerts), -1)
+	jobs := regexp.MustCompile(`job=(~?)"([^"]+)"`).FindAllStringSubmatch(string(alerts), -1)
 	if len(jobs) == 0 {
 		t.Fatal("no alert selects a scrape job")
 	}
 	for _, j := range jobs {
+		re := regexp.MustCompile("^" + regexp.QuoteMeta(j[2]) + "$")
+		if j[1] == "~" {
+			re = regexp.MustCompile("^(?:" + j[2] + ")$")
+		}
 		found := false
 		for _, c := range sc.ScrapeConfigs {
-			found = found || c.JobName == j[1]
+			found = found || re.MatchString(c.JobName)
 		}
 		if !found {
-			t.Errorf("alerts select job %q, which scrape.yml does not define", j[1])
+			t.Errorf("alerts select job %s%q, which no job of scrape.yml matches", j[1], j[2])
+		}
+	}
+	for _, w := range []string{"publisher", "telegram-worker", "max-worker", "email-worker", "sms-worker"} {
+		found := false
+		for _, c := range sc.ScrapeConfigs {
+			found = found || c.JobName == "tgnotify-"+w
+		}
+		if !found {
+			t.Errorf("scrape.yml has no job tgnotify-%s", w)
 		}
 	}
 }
