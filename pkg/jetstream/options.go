@@ -124,7 +124,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLSCA, FlagTLSCA, o.TLSCA, "PEM `file` of CA certificates that verify the NATS server")
 	fs.StringVar(&o.TLSCert, FlagTLSCert, o.TLSCert, "PEM client certificate `file` for mutual TLS (with -nats-tls-key)")
 	fs.StringVar(&o.TLSKey, FlagTLSKey, o.TLSKey, "PEM client key `file` for mutual TLS (with -nats-tls-cert)")
-	fs.StringVar(&o.Context, FlagContext, o.Context, "`nats` CLI context (a name, from $XDG_CONFIG_HOME/nats/context/NAME.json or ~/.config/nats/context/NAME.json, or a .json file) giving the connection settings not set otherwise")
+	fs.StringVar(&o.Context, FlagContext, o.Context, "nats CLI `context` (a name, from $XDG_CONFIG_HOME/nats/context/NAME.json or ~/.config/nats/context/NAME.json, or a .json file) giving the connection settings not set otherwise")
 	fs.StringVar(&o.InboxPrefix, FlagInboxPrefix, o.InboxPrefix, "`prefix` of the connection's reply subjects instead of _INBOX, for a server that lets each user subscribe to its own replies only")
 }
 
