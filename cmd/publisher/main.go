@@ -44,7 +44,7 @@ const defaultHTTP = "127.0.0.1:9101"
 type settings struct {
 	dbPath      string
 	nats        jetstream.Options
-	httpAddr    string
+	http        daemon.HTTPFlags
 	pub         publisher.Options
 	jetstream   daemon.JetStreamFlags
 	log         daemon.LogFlags
@@ -82,7 +82,7 @@ func parse(args []string, out io.Writer) (*settings, error) {
 			return nil
 		})
 	daemon.NATSFlags(cs, &s.nats)
-	config.String(cs, &s.httpAddr, "http", defaultHTTP, "`address` of /metrics, /healthz and /readyz")
+	s.http.Register(cs, defaultHTTP, "`address` of /metrics, /healthz and /readyz")
 	batch := config.Int(cs, &p.BatchSize, "batch-size", publisher.DefaultBatchSize, "most rows read from the outbox in one query").
 		Check(config.Positive)
 	config.Int(cs, &p.MaxInFlight, "max-in-flight", publisher.DefaultMaxInFlight, "most rows published and not yet acknowledged by JetStream").
@@ -138,7 +138,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	if s.showVersion {
-		fmt.Fprintln(stderr, version)
+		fmt.Fprintln(stderr, daemon.Version(version))
 		return nil
 	}
 	log, err := s.log.Logger(stderr)
@@ -147,7 +147,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log = log.With("daemon", "publisher")
 	log.Info("configuration", s.config.LogAttr())
-	ln, err := daemon.Listen("http", s.httpAddr)
+	ln, err := daemon.Listen("http", s.http.Addr)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 		return daemon.UsageError{Err: err}
 	}
 	defer nc.Close()
-	reg := daemon.NewRegistry()
+	reg := daemon.NewRegistry(daemon.BuildInfo("publisher", daemon.Version(version)))
 	js, err := natsjs.New(nc)
 	if err != nil {
 		return err
@@ -182,15 +182,15 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g.Add(func() error { return pub.Run(runCtx) }, func(error) { stop() })
-	daemon.AddHTTP(&g, ln, daemon.Endpoints{
+	daemon.AddHTTP(&g, ln, s.http.Endpoints(daemon.Endpoints{
 		Registry: reg,
 		Ready: func() error {
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			return pub.Ready(rctx)
 		},
-	}.Handler(), log)
-	log.Info("publisher starting", "version", version, "db", s.dbPath,
+	}).Handler(), log, s.http.Options()...)
+	log.Info("publisher starting", "version", daemon.Version(version), "pprof", s.http.Pprof, "db", s.dbPath,
 		"nats", jetstream.RedactURL(s.nats.ServerURLs()), "batch_size", s.pub.BatchSize, "max_in_flight", s.pub.MaxInFlight)
 	err = g.Run()
 	switch {

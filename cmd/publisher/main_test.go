@@ -58,7 +58,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.httpAddr != "127.0.0.1:9101" || s.pub.BatchSize != publisher.DefaultBatchSize ||
+	if s.http.Addr != "127.0.0.1:9101" || s.http.Pprof || s.pub.BatchSize != publisher.DefaultBatchSize ||
 		s.jetstream.Settings.Duplicates != jetstream.DefaultDuplicates || !s.jetstream.Provision || s.nats.ServerURLs() != jetstream.DefaultURL {
 		t.Fatalf("unexpected defaults: %+v", s)
 	}

@@ -96,7 +96,7 @@ func spec(f *flags) workerd.Spec {
 			}
 			api, err := twilio.New(sid, token, opts...)
 			if err != nil {
-				return nil, daemon.UsageError{Err: fmt.Errorf("the Twilio client: %w", err)}
+				return nil, daemon.UsageError{Err: fmt.Errorf("building the Twilio client: %w", err)}
 			}
 			return sms.New(f.sms, api, log)
 		},

@@ -138,6 +138,10 @@ func (s *Set) FlagSet() *flag.FlagSet { return s.fs }
 // Name returns the command's name.
 func (s *Set) Name() string { return s.name }
 
+// Getenv reads the environment the set reads ([Options.Getenv]), for checks
+// that look up more than their flags (a file the environment locates).
+func (s *Set) Getenv(name string) string { return s.opts.Getenv(name) }
+
 // EnvName returns the environment variable of flag name: <PREFIX>_<NAME>,
 // upper case, dashes as underscores; "" without a prefix.
 func (s *Set) EnvName(name string) string {

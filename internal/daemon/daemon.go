@@ -14,8 +14,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -85,10 +87,11 @@ func (l LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 }
 
 // NewRegistry returns a metrics registry with the Go runtime and process
-// collectors.
-func NewRegistry() *prometheus.Registry {
+// collectors and extra (a daemon's [BuildInfo]).
+func NewRegistry(extra ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	return reg
 }
 
@@ -100,12 +103,24 @@ type Endpoints struct {
 	Ready func() error
 	// Extra maps more paths to handlers (/stats).
 	Extra map[string]http.Handler
+	// Pprof mounts net/http/pprof's profiles under /debug/pprof/ (the
+	// -pprof flag, allowed on a loopback address only: see [HTTPFlags]).
+	Pprof bool
 }
 
 // Handler returns the mux: /metrics, /healthz (the process answers),
-// /readyz (503 with the reason when not ready) and the extra paths.
+// /readyz (503 with the reason when not ready), the extra paths, and with
+// Pprof /debug/pprof/.
 func (e Endpoints) Handler() http.Handler {
 	mux := http.NewServeMux()
+	if e.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{Registry: e.Registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -142,8 +157,19 @@ func Listen(flagName, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// HTTPOption changes the server AddHTTP runs.
+type HTTPOption func(*http.Server)
+
+// LongResponses lifts the 10-second write timeout, for /debug/pprof/'s
+// profiles and traces, which stream for ?seconds= (30 by default) and
+// which net/http/pprof refuses when the server's write timeout is shorter.
+// Use it only on a loopback listener.
+func LongResponses() HTTPOption {
+	return func(s *http.Server) { s.WriteTimeout = 0 }
+}
+
 // AddHTTP adds an actor serving h on ln until the group stops.
-func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
+func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger, opts ...HTTPOption) {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -151,6 +177,9 @@ func AddHTTP(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
 		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	for _, o := range opts {
+		o(srv)
 	}
 	g.Add(func() error {
 		log.Info("http endpoints listening", "addr", ln.Addr().String())
@@ -194,18 +223,143 @@ func SignalHandler(ctx context.Context) (execute func() error, interrupt func(er
 func SignalStopped(err error) bool { return errors.Is(err, run.ErrSignal) }
 
 // NATSFlags registers the NATS connection flags of o on cs
-// (jetstream.Options.RegisterFlags): $NATS_URL sets -nats when
-// <PREFIX>_NATS does not, the password and token never show in logs or
-// errors, and the options are validated with the rest of the settings.
+// (jetstream.Options.RegisterFlags) and resolves where the connection's
+// settings come from, like the NATS ecosystem's clients (the `nats` CLI):
+//
+//  1. the daemon's own settings: a flag, <PREFIX>_<FLAG>, the -config file
+//     (in the order internal/config gives them);
+//  2. the standard environment variables NATS_URL, NATS_CREDS, NATS_NKEY,
+//     NATS_USER, NATS_PASSWORD, NATS_TOKEN, NATS_CA, NATS_CERT, NATS_KEY
+//     (aliases of the flags, after <PREFIX>_*): a standard authentication
+//     variable is ignored when the daemon's own settings choose an
+//     authentication method, so an operator's exported NATS_USER never
+//     contradicts a unit's -nats-creds;
+//  3. the `nats` CLI context named by -nats-context (or NATS_CONTEXT):
+//     its URL, authentication and TLS files fill what 1 and 2 leave unset;
+//  4. the defaults.
+//
+// o.Origins records where the URL and the credentials came from, for the
+// start-up log line jetstream.Connect writes. The password and token never
+// show in logs or errors, and the options are validated with the rest of the
+// settings.
 func NATSFlags(cs *config.Set, o *jetstream.Options) {
 	o.RegisterFlags(cs.FlagSet())
-	cs.Alias("nats", jetstream.EnvURL)
-	cs.Secret("nats-password", "nats-token")
-	cs.Redact("nats", jetstream.RedactURL)
-	cs.Check(func() error {
-		if err := o.Validate(); err != nil {
-			return &config.Error{Err: err}
+	for flag, env := range jetstream.StandardEnv() {
+		cs.Alias(flag, env)
+	}
+	cs.Secret(jetstream.FlagPassword, jetstream.FlagToken)
+	cs.Redact(jetstream.FlagURL, jetstream.RedactURL)
+	cs.Check(func() error { return resolveNATS(cs, o) })
+}
+
+// natsField returns the field of o that flag sets.
+func natsField(o *jetstream.Options, flag string) *string {
+	switch flag {
+	case jetstream.FlagURL:
+		return &o.URLs
+	case jetstream.FlagCreds:
+		return &o.CredsFile
+	case jetstream.FlagNKey:
+		return &o.NKeyFile
+	case jetstream.FlagUser:
+		return &o.User
+	case jetstream.FlagPassword:
+		return &o.Password
+	case jetstream.FlagToken:
+		return &o.Token
+	case jetstream.FlagTLSCA:
+		return &o.TLSCA
+	case jetstream.FlagTLSCert:
+		return &o.TLSCert
+	case jetstream.FlagTLSKey:
+		return &o.TLSKey
+	case jetstream.FlagContext:
+		return &o.Context
+	case jetstream.FlagInboxPrefix:
+		return &o.InboxPrefix
+	}
+	panic("daemon: no NATS option for -" + flag)
+}
+
+// authFlags are the flags of the authentication methods, one of which a
+// connection uses; the password goes with the user.
+var authFlags = [...]string{jetstream.FlagCreds, jetstream.FlagNKey, jetstream.FlagUser, jetstream.FlagToken}
+
+// resolveNATS applies NATSFlags' order of sources to o once cs is parsed.
+func resolveNATS(cs *config.Set, o *jetstream.Options) error {
+	std := jetstream.StandardEnv()
+	standard := func(flag string) bool {
+		or := cs.Origin(flag)
+		return or.Source == config.FromEnv && or.Where == std[flag]
+	}
+	own := func(flag string) bool {
+		return cs.Origin(flag).Source != config.FromDefault && !standard(flag) && *natsField(o, flag) != ""
+	}
+	var ignored []string
+	if slices.ContainsFunc(authFlags[:], own) {
+		for _, f := range authFlags {
+			if standard(f) {
+				*natsField(o, f) = ""
+				ignored = append(ignored, std[f])
+			}
 		}
-		return nil
-	})
+	}
+	if o.User == "" && standard(jetstream.FlagPassword) && o.Password != "" {
+		o.Password = ""
+		ignored = append(ignored, std[jetstream.FlagPassword])
+	}
+	// What a context leaves alone is what came from somewhere else.
+	explicit := func(flag string) bool {
+		return cs.Origin(flag).Source != config.FromDefault && *natsField(o, flag) != ""
+	}
+	o.Origins = jetstream.Origins{}
+	if o.Context != "" {
+		c, err := jetstream.LoadContext(o.Context, cs.Getenv)
+		if err != nil {
+			return &config.Error{Flag: jetstream.FlagContext, Origin: cs.Origin(jetstream.FlagContext), Err: err}
+		}
+		o.ApplyContext(c, explicit)
+	}
+	describe := func(flag string) string {
+		or := cs.Origin(flag)
+		switch or.Source {
+		case config.FromFlag:
+			return "flag -" + flag
+		case config.FromDefault:
+			return "default"
+		}
+		return or.String()
+	}
+	if o.Origins.URL == "" {
+		o.Origins.URL = describe(jetstream.FlagURL)
+	}
+	var methods []string
+	for _, f := range authFlags {
+		if explicit(f) {
+			methods = append(methods, "-"+f+" ("+describe(f)+")")
+			if o.Origins.Auth == "" {
+				o.Origins.Auth = describe(f)
+				if f == jetstream.FlagUser && explicit(jetstream.FlagPassword) && describe(jetstream.FlagPassword) != o.Origins.Auth {
+					o.Origins.Auth += ", password from " + describe(jetstream.FlagPassword)
+				}
+			}
+		}
+	}
+	if len(methods) > 1 {
+		return &config.Error{Err: fmt.Errorf("give at most one NATS authentication method, not %s", strings.Join(methods, ", "))}
+	}
+	switch {
+	case o.Origins.Auth != "":
+	case strings.Contains(o.ServerURLs(), "@"):
+		o.Origins.Auth = "the URL, from " + o.Origins.URL
+	default:
+		o.Origins.Auth = "none"
+	}
+	if len(ignored) > 0 {
+		o.Origins.Auth += " (ignoring " + strings.Join(ignored, ", ") + ")"
+	}
+	if err := o.Validate(); err != nil {
+		return &config.Error{Err: err}
+	}
+	return nil
 }

@@ -180,6 +180,9 @@ func (o *Objects) Wait(ctx context.Context, js natsjs.JetStream) error {
 			return ctx.Err()
 		}
 		waited = true
+		// An API request the user may not make only times out: say which
+		// subject the server refused.
+		err = jetstream.Denied(js.Conn(), err)
 		if time.Since(warned) >= warnEvery {
 			o.log.Warn("waiting for the JetStream objects", "err", err, "retry_in", delay)
 			warned = time.Now()

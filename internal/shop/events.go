@@ -12,6 +12,8 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // Notification statuses.
@@ -140,7 +142,7 @@ func (e *Events) Run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		e.log.Warn("cannot create the events consumer yet; retrying", "err", err)
+		e.log.Warn("cannot create the events consumer yet; retrying", "err", jetstream.Denied(e.js.Conn(), err))
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tgnotify/tgnotify/internal/procs"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // The settings of the shipped nats-server.conf that WriteNATSConfig replaces.
@@ -86,23 +87,27 @@ func WriteNATSConfig(from, to string, c NATSConfig) error {
 }
 
 // CleanEnv lists the environment variables of the daemons' own settings
-// that are set in this process's environment, plus NATS_URL and the
-// providers' secrets (TELEGRAM_BOT_TOKEN, MAX_BOT_TOKEN, TWILIO_*,
-// SMTP_PASSWORD): children started for a demo or a test must not inherit
-// them, or a developer's exported PUBLISHER_NATS would steer them elsewhere.
-// Pass it as [procs.Spec.Unset].
+// that are set in this process's environment, plus the NATS clients'
+// standard variables (NATS_URL, NATS_CREDS, NATS_CONTEXT, ...) and the
+// providers' secrets (TELEGRAM_BOT_TOKEN, ...): children started for a demo
+// or a test must not inherit them, or a developer's exported PUBLISHER_NATS
+// or NATS_CONTEXT would steer them elsewhere. Pass it as
+// [procs.Spec.Unset].
 func CleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		for _, prefix := range []string{"PUBLISHER_", "TELEGRAM_WORKER_", "MAX_WORKER_", "EMAIL_WORKER_", "SMS_WORKER_", "SHOP_",
-			"EMULATOR_", "MAX_EMULATOR_", "SMS_EMULATOR_"} {
-			if strings.HasPrefix(name, prefix) {
+			"EMULATOR_", "MAX_EMULATOR_", "SMS_EMULATOR_", "TGNOTIFY_"} {
+			if strings.HasPrefix(name, prefix) && name != "TGNOTIFY_BIN" {
 				out = append(out, name)
 			}
 		}
 	}
-	return append(out, "NATS_URL", "TELEGRAM_BOT_TOKEN", "MAX_BOT_TOKEN", "TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "SMTP_PASSWORD")
+	for _, env := range jetstream.StandardEnv() {
+		out = append(out, env)
+	}
+	return append(out, "TELEGRAM_BOT_TOKEN", "MAX_BOT_TOKEN", "SMTP_PASSWORD", "TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN")
 }
 
 // GetJSON GETs url and decodes its JSON body into v. A status other than 200

@@ -56,7 +56,9 @@ type Spec struct {
 	// configuration is wrong (credentials rejected): the daemon then stops
 	// at once instead of starting and retrying.
 	Fatal func(err error) bool
-	// Version is the daemon's version, for -version and the logs.
+	// Version is the daemon's version as the build stamped it, for
+	// -version, the logs and tgnotify_build_info (daemon.Version fills in
+	// what the Go toolchain recorded when it is "dev").
 	Version string
 }
 
@@ -67,7 +69,7 @@ type Settings struct {
 	// NATS is the connection's.
 	NATS        jetstream.Options
 	jetstream   daemon.JetStreamFlags
-	httpAddr    string
+	http        daemon.HTTPFlags
 	log         daemon.LogFlags
 	showVersion bool
 	config      *config.Set
@@ -82,7 +84,7 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 	cs := config.New(name, config.Options{EnvPrefix: spec.EnvPrefix, ConfigFlag: "config", Output: out, Usage: spec.Usage, Getenv: getenv})
 	s.config = cs
 	daemon.NATSFlags(cs, &s.NATS)
-	config.String(cs, &s.httpAddr, "http", spec.HTTP, "`address` of /metrics, /healthz, /readyz and /stats")
+	s.http.Register(cs, spec.HTTP, "`address` of /metrics, /healthz, /readyz and /stats")
 	w, def := &s.Engine, delivery.DefaultConfig()
 	if spec.Register != nil {
 		spec.Register(cs, w)
@@ -142,8 +144,9 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	if err != nil {
 		return err
 	}
+	version := daemon.Version(spec.Version)
 	if s.showVersion {
-		fmt.Fprintln(stderr, spec.Version)
+		fmt.Fprintln(stderr, version)
 		return nil
 	}
 	log, err := s.log.Logger(stderr)
@@ -165,7 +168,7 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 		}
 		return err
 	}
-	ln, err := daemon.Listen("http", s.httpAddr)
+	ln, err := daemon.Listen("http", s.http.Addr)
 	if err != nil {
 		return err
 	}
@@ -198,7 +201,7 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	if err != nil {
 		return err
 	}
-	reg := daemon.NewRegistry()
+	reg := daemon.NewRegistry(daemon.BuildInfo(name, version))
 	res, err := prepare(startCtx, js, spec.Channel, s, log, reg)
 	if errors.Is(err, context.Canceled) {
 		log.Info("stopped during start-up")
@@ -219,7 +222,7 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 
 	runCtx, stop := context.WithCancel(ctx)
 	g.Add(func() error { return w.Run(runCtx) }, func(error) { stop() })
-	daemon.AddHTTP(&g, ln, daemon.Endpoints{
+	daemon.AddHTTP(&g, ln, s.http.Endpoints(daemon.Endpoints{
 		Registry: reg,
 		Ready: func() error {
 			if !nc.IsConnected() {
@@ -230,9 +233,9 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 		Extra: map[string]http.Handler{"/stats": http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
 			daemon.WriteJSON(rw, http.StatusOK, w.Stats())
 		})},
-	}.Handler(), log)
+	}).Handler(), log, s.http.Options()...)
 	lim := ch.Limits()
-	log.Info(name+" starting", "version", spec.Version, "nats", jetstream.RedactURL(s.NATS.ServerURLs()), "rate", float64(lim.Rate))
+	log.Info(name+" starting", "version", version, "pprof", s.http.Pprof, "nats", jetstream.RedactURL(s.NATS.ServerURLs()), "rate", float64(lim.Rate))
 	err = g.Run()
 	switch {
 	case daemon.SignalStopped(err):

@@ -19,7 +19,7 @@ type metrics struct {
 	fallbacks              *prometheus.CounterVec
 	fallbackMaybeDelivered prometheus.Counter
 	eventErrors            prometheus.Counter
-	sendRate               prometheus.Gauge
+	sendRate               renamedGauge
 	failovers              prometheus.Counter
 	pinChecks              prometheus.Counter
 	takeovers              prometheus.Counter
@@ -28,13 +28,13 @@ type metrics struct {
 	sheddingBulk           prometheus.Gauge
 	requests               *prometheus.CounterVec
 	breakerState           prometheus.Gauge
-	inFlight               prometheus.Gauge
+	inFlight               renamedGauge
 	held                   prometheus.Gauge
 	parked                 prometheus.Gauge
 	lanes                  prometheus.Gauge
 	paused                 prometheus.Gauge
 	halted                 prometheus.Gauge
-	queueDepth             prometheus.Gauge
+	queueDepth             renamedGauge
 	deadLetters            prometheus.Gauge
 	sendSeconds            prometheus.Histogram
 	deliverySeconds        prometheus.Histogram
@@ -77,8 +77,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Checks this worker made, as a standby, that the pinned worker is alive."}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "takeovers_total",
 			Help: "Takeovers: messages began to arrive after a quiet period or a regained pin, and each recipient waited for what another worker may still hold."}),
-		sendRate: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "send_rate",
-			Help: "The channel-wide send rate in force, requests per second: the channel's, or less while the provider answers slowly."}),
+		sendRate: newRenamedGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "send_rate_requests_per_second",
+			Help: "The channel-wide send rate in force, requests per second: the channel's, or less while the provider answers slowly."}, "send_rate"),
 		requestTimeout: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "request_timeout_seconds",
 			Help: "The request timeout in force: raised while the provider answers slowly."}),
 		degradedSlow: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "degraded_slow",
@@ -89,8 +89,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Requests made to the provider, by outcome (delivered, retry_after, transient, rejected, recipient_dead, redirect, halt)."}, []string{"outcome"}),
 		breakerState: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open."}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight",
-			Help: "Notifications being sent right now."}),
+		inFlight: newRenamedGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight_requests",
+			Help: "Requests to the provider in flight right now."}, "in_flight"),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "held_messages",
 			Help: "Messages held in memory waiting for their turn (chat limits, pause, breaker)."}),
 		parked: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "parked_messages",
@@ -101,8 +101,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "1 while the bot-wide 429 pause is in force."}),
 		halted: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "token_rejected",
 			Help: "1 while sending is stopped because the provider rejected the credentials (401)."}),
-		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "queue_depth",
-			Help: "Notifications of the channel in NOTIFY not yet acknowledged by the worker (pending + ack pending)."}),
+		queueDepth: newRenamedGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "queue_depth_messages",
+			Help: "Notifications of the channel in NOTIFY not yet acknowledged by the worker (pending + ack pending)."}, "queue_depth"),
 		deadLetters: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "dead_letter_messages",
 			Help: "Messages stored in NOTIFY_DEAD."}),
 		sendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "send_duration_seconds",
@@ -115,11 +115,36 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Delivery records or acks that could not be written after a successful send (duplicate risk if the worker also dies)."}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.failures, m.rateLimited, m.dead, m.retries,
-		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate, m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight, m.held, m.parked, m.lanes, m.paused, m.halted,
-		m.queueDepth, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors} {
+		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate.Gauge, m.sendRate.old,
+		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
+		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// renamedGauge is a gauge whose former name is still exported, for one
+// release, as a deprecated duplicate: Set sets both. docs/RUNBOOK.md lists
+// the former names.
+type renamedGauge struct {
+	prometheus.Gauge
+	old prometheus.Gauge
+}
+
+// newRenamedGauge returns the gauge opts describes and its duplicate under
+// the former name old (same namespace and subsystem), whose help says it is
+// deprecated.
+func newRenamedGauge(opts prometheus.GaugeOpts, old string) renamedGauge {
+	oldOpts := opts
+	oldOpts.Name = old
+	oldOpts.Help = "Deprecated: renamed " + prometheus.BuildFQName(opts.Namespace, opts.Subsystem, opts.Name) + "; this name goes away in the next release. " + opts.Help
+	return renamedGauge{Gauge: prometheus.NewGauge(opts), old: prometheus.NewGauge(oldOpts)}
+}
+
+// Set sets the gauge and its former name.
+func (g renamedGauge) Set(v float64) {
+	g.Gauge.Set(v)
+	g.old.Set(v)
 }

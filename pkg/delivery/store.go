@@ -266,7 +266,7 @@ func (s *store) deadLetter(ctx context.Context, j *job, l letter) error {
 	h.Set(jetstream.HeaderOriginalSeq, strconv.FormatUint(j.seq, 10))
 	h.Set(jetstream.HeaderDeadAt, s.now().UTC().Format(time.RFC3339Nano))
 	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: j.msg.Data()}); err != nil {
-		return fmt.Errorf("publishing dead letter for seq %d to %s: %w", j.seq, subject, err)
+		return fmt.Errorf("publishing dead letter for seq %d to %s: %w", j.seq, subject, jetstream.Denied(s.js.Conn(), err))
 	}
 	if err := j.msg.TermWithReason(l.reason); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
 		s.log.Warn("dead letter stored but terminating the original failed; it will be redelivered and dead-lettered again (de-duplicated)",
@@ -296,7 +296,7 @@ func (s *store) fallback(ctx context.Context, j *job, next notify.Channel, l let
 	m.Header.Set(jetstream.HeaderFallbackReason, l.reason)
 	m.Header.Set(jetstream.HeaderChannelSince, now.UTC().Format(time.RFC3339Nano))
 	if _, err := s.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publishing %q to %s: %w", j.n.Key, m.Subject, err)
+		return fmt.Errorf("publishing %q to %s: %w", j.n.Key, m.Subject, jetstream.Denied(s.js.Conn(), err))
 	}
 	return nil
 }
@@ -325,6 +325,6 @@ func (s *store) publishEvent(ctx context.Context, subject, id string, ev Recipie
 		_, err = s.js.Publish(ctx, subject, b, natsjs.WithMsgID(id))
 	}
 	if err != nil {
-		s.log.Error("cannot publish event", "subject", subject, "recipient", ev.Recipient, "err", err)
+		s.log.Error("cannot publish event", "subject", subject, "recipient", ev.Recipient, "err", jetstream.Denied(s.js.Conn(), err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,8 +25,12 @@ import (
 // published before them on the old one and lost, which reorders a chat.
 //
 // Connection events (connected, disconnected, reconnected, closed,
-// asynchronous errors) are logged on logger. URLs are logged redacted and no
-// credential ever appears in a log line or a returned error.
+// asynchronous errors) are logged on logger, after one line saying where the
+// URL and the credentials came from (opts.Origins) and which kind of
+// credentials is used. A permissions violation the server reports (a
+// publish or subscription the user's permissions do not allow) is logged as
+// an error naming the operation and the subject. URLs are logged redacted
+// and no credential ever appears in a log line or a returned error.
 func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("connecting to NATS: %w", err)
@@ -41,6 +46,8 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 	shown := RedactURL(urls)
 	secrets := append([]string{opts.Password, opts.Token}, urlSecrets(urls)...)
 	logger = logger.With("component", "nats")
+	logger.Info("NATS connection settings", "url", shown, "url_from", originOr(opts.Origins.URL),
+		"auth", opts.Auth(), "auth_from", originOr(opts.Origins.Auth), "tls", opts.TLSCA != "" || opts.TLSCert != "" || strings.Contains(urls, "tls://"))
 
 	natsOpts := []nats.Option{
 		nats.Name(opts.Name),
@@ -69,6 +76,11 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 			logger.Info("NATS connection closed")
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if v, ok := parseViolation(err); ok {
+				logger.Error("the NATS server refused an operation: the user's permissions do not allow it (see docs/RUNBOOK.md#permissions)",
+					"operation", v.op, "subject", v.subject, "err", scrub(err, secrets...))
+				return
+			}
 			attrs := []any{"err", scrub(err, secrets...)}
 			if sub != nil {
 				attrs = append(attrs, "subject", sub.Subject)
@@ -79,6 +91,13 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 	switch {
 	case opts.CredsFile != "":
 		natsOpts = append(natsOpts, nats.UserCredentials(opts.CredsFile))
+	case opts.NKeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(opts.NKeyFile)
+		if err != nil {
+			// nats.go's error names the file and never the seed.
+			return nil, fmt.Errorf("connecting to NATS: -%s: %w", FlagNKey, err)
+		}
+		natsOpts = append(natsOpts, o)
 	case opts.User != "":
 		natsOpts = append(natsOpts, nats.UserInfo(opts.User, opts.Password))
 	case opts.Token != "":
@@ -90,6 +109,12 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 	if opts.TLSCert != "" {
 		natsOpts = append(natsOpts, nats.ClientCert(opts.TLSCert, opts.TLSKey))
 	}
+	if opts.TLSFirst {
+		natsOpts = append(natsOpts, nats.TLSHandshakeFirst())
+	}
+	if opts.InboxPrefix != "" {
+		natsOpts = append(natsOpts, nats.CustomInboxPrefix(opts.InboxPrefix))
+	}
 
 	nc, err := nats.Connect(urls, natsOpts...)
 	if err != nil {
@@ -99,6 +124,15 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 		logger.Warn("NATS is not reachable yet; retrying in the background", "url", shown)
 	}
 	return nc, nil
+}
+
+// originOr returns where a setting came from, or "options" when the caller
+// did not say.
+func originOr(s string) string {
+	if s == "" {
+		return "options"
+	}
+	return s
 }
 
 // reconnectDelay returns nats.go's delay callback: exponential from base,

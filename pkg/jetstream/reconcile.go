@@ -193,13 +193,13 @@ func reconcile(ctx context.Context, js natsjs.JetStream, d Declaration, update, 
 	for attempt := 1; ; attempt++ {
 		p, err := Inspect(ctx, js, d)
 		if err != nil || dryRun {
-			return p, err
+			return p, Denied(js.Conn(), err)
 		}
 		_, err = p.Apply(ctx, js, update)
 		if errors.Is(err, errRaced) && attempt < 3 {
 			continue
 		}
-		return p, err
+		return p, Denied(js.Conn(), err)
 	}
 }
 

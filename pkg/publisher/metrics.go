@@ -17,7 +17,7 @@ const (
 
 // metrics are the publisher's Prometheus metrics.
 type metrics struct {
-	backlog       prometheus.Gauge
+	backlog       renamedGauge
 	oldestAge     prometheus.GaugeFunc
 	published     prometheus.Counter
 	duplicates    prometheus.Counter
@@ -25,7 +25,7 @@ type metrics struct {
 	reordered     prometheus.Counter
 	purged        prometheus.Counter
 	latency       prometheus.Histogram
-	batchSize     prometheus.Histogram
+	batchSize     renamedHistogram
 	leader        prometheus.Gauge
 
 	// oldestNanos is the creation time of the oldest pending row at the
@@ -38,8 +38,8 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
 	}
 	m := &metrics{
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts(opts("backlog",
-			"Rows pending in the outbox at the last refresh."))),
+		backlog: newRenamedGauge(prometheus.GaugeOpts(opts("backlog_rows",
+			"Rows pending in the outbox at the last refresh.")), "backlog"),
 		published: prometheus.NewCounter(prometheus.CounterOpts(opts("published_total",
 			"Rows acknowledged by JetStream and marked published (duplicates included)."))),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts(opts("duplicates_total",
@@ -55,11 +55,11 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 			Help:    "Time from a row's creation (its enqueue) to its PubAck.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "batch_size",
+		batchSize: newRenamedHistogram(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "batch_size_rows",
 			Help:    "Rows per batch read from the outbox.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
-		}),
+		}, "batch_size"),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts(opts("is_leader",
 			"1 while this process holds the outbox lock and drains, 0 while it is a standby."))),
 	}
@@ -76,8 +76,8 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.backlog, m.oldestAge, m.published, m.duplicates,
-		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize, m.leader} {
+	for _, c := range []prometheus.Collector{m.backlog.Gauge, m.backlog.old, m.oldestAge, m.published, m.duplicates,
+		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize.Histogram, m.batchSize.old, m.leader} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}
@@ -86,4 +86,49 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 		return nil, err
 	}
 	return m, nil
+}
+
+// deprecatedHelp is the help of a metric's former name, exported for one
+// release beside the new one.
+func deprecatedHelp(namespace, subsystem, name, help string) string {
+	return "Deprecated: renamed " + prometheus.BuildFQName(namespace, subsystem, name) + "; this name goes away in the next release. " + help
+}
+
+// renamedGauge is a gauge whose former name is still exported, for one
+// release, as a deprecated duplicate: Set sets both. docs/RUNBOOK.md lists
+// the former names.
+type renamedGauge struct {
+	prometheus.Gauge
+	old prometheus.Gauge
+}
+
+func newRenamedGauge(opts prometheus.GaugeOpts, old string) renamedGauge {
+	oldOpts := opts
+	oldOpts.Name, oldOpts.Help = old, deprecatedHelp(opts.Namespace, opts.Subsystem, opts.Name, opts.Help)
+	return renamedGauge{Gauge: prometheus.NewGauge(opts), old: prometheus.NewGauge(oldOpts)}
+}
+
+// Set sets the gauge and its former name.
+func (g renamedGauge) Set(v float64) {
+	g.Gauge.Set(v)
+	g.old.Set(v)
+}
+
+// renamedHistogram is a histogram whose former name is still exported, for
+// one release, as a deprecated duplicate: Observe observes both.
+type renamedHistogram struct {
+	prometheus.Histogram
+	old prometheus.Histogram
+}
+
+func newRenamedHistogram(opts prometheus.HistogramOpts, old string) renamedHistogram {
+	oldOpts := opts
+	oldOpts.Name, oldOpts.Help = old, deprecatedHelp(opts.Namespace, opts.Subsystem, opts.Name, opts.Help)
+	return renamedHistogram{Histogram: prometheus.NewHistogram(opts), old: prometheus.NewHistogram(oldOpts)}
+}
+
+// Observe observes v in the histogram and its former name.
+func (h renamedHistogram) Observe(v float64) {
+	h.Histogram.Observe(v)
+	h.old.Observe(v)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
@@ -405,7 +406,7 @@ func (r *round) await(b *batch) {
 	case <-b.done:
 		return
 	case <-timer.C:
-		cause = fmt.Errorf("no PubAck within %v", r.p.opts.AckTimeout)
+		cause = fmt.Errorf("no PubAck within %v: %w", r.p.opts.AckTimeout, natsjs.ErrAsyncPublishTimeout)
 	case <-r.lost:
 		cause = errConnectionLost
 	case <-r.finishCtx.Done():

@@ -242,6 +242,9 @@ func (p *Publisher) drain(ctx context.Context) error {
 	// fail logs the first failure of a streak at WARN and the following
 	// ones at DEBUG, then waits out the backoff.
 	fail := func(what string, err error) {
+		// A publish the user may not make only times out: say which
+		// subject the server refused.
+		err = jetstream.Denied(p.nc, err)
 		if failures == 0 {
 			failedSince = time.Now()
 			p.log.Warn(what+"; retrying with backoff", "err", err)

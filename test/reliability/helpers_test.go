@@ -13,12 +13,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,3 +151,25 @@ func readLog(t *testing.T, p *procs.Process) string {
 	}
 	return string(b)
 }
+
+// syncLog is a log sink safe for the NATS client's callback goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was logged.
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// logger returns a text logger writing to s.
+func (s *syncLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(s, nil)) }

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/procs"
@@ -176,4 +178,107 @@ func credsSeed(t *testing.T, path string) string {
 	}
 	t.Fatalf("no nkey seed in %s", path)
 	return ""
+}
+
+// TestDaemonsConnectLikeTheNATSClients starts the built daemons with the
+// connection settings of the NATS ecosystem's clients: NATS_URL and
+// NATS_CREDS alone (decentralized JWT authentication), an nkey seed file
+// (-nats-nkey), and a `nats` CLI context saved by the real bin/nats (named by
+// NATS_CONTEXT). Each connects, its start-up log says where the URL and the
+// credentials came from, and no secret is in it.
+func TestDaemonsConnectLikeTheNATSClients(t *testing.T) {
+	natsCLI := bin(t, "nats")
+	sup := supervisor(t)
+	// publisher starts bin/publisher on an empty outbox with env and args,
+	// waits until it is ready (connected and draining) and returns its log.
+	publisher := func(t *testing.T, name string, env []string, args ...string) string {
+		t.Helper()
+		addr := freeAddr(t)
+		args = append([]string{"-db", filepath.Join(t.TempDir(), "app.db"), "-http", addr}, args...)
+		p := start(t, sup, procs.Spec{Name: name, Path: bin(t, "publisher"), Args: args, Env: env}, "http://"+addr+"/readyz")
+		if err := p.Stop(); err != nil {
+			t.Fatalf("stopping the publisher: %v", err)
+		}
+		return readLog(t, p)
+	}
+
+	t.Run("NATS_URL and NATS_CREDS alone", func(t *testing.T) {
+		op := natstest.NewOperator(t)
+		srv := natstest.Start(t, op.Option())
+		log := publisher(t, "publisher-creds-env", []string{"NATS_URL=" + srv.URL(), "NATS_CREDS=" + op.Creds})
+		for _, want := range []string{`url_from="env NATS_URL"`, `auth="credentials file ` + op.Creds + `"`, `auth_from="env NATS_CREDS"`} {
+			if !strings.Contains(log, want) {
+				t.Errorf("the log lacks %s:\n%s", want, log)
+			}
+		}
+		if strings.Contains(log, credsSeed(t, op.Creds)) {
+			t.Fatal("the log shows the credentials' nkey seed")
+		}
+	})
+
+	seedFile, public := nkeySeedFile(t)
+	srv := natstest.Start(t, natstest.WithOptions(func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: public}} }))
+	seed, err := os.ReadFile(seedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("an nkey seed file", func(t *testing.T) {
+		log := publisher(t, "publisher-nkey", nil, "-nats", srv.URL(), "-nats-nkey", seedFile)
+		if want := `auth="nkey seed file ` + seedFile + `" auth_from="flag -nats-nkey"`; !strings.Contains(log, want) {
+			t.Errorf("the log lacks %s:\n%s", want, log)
+		}
+		if strings.Contains(log, strings.TrimSpace(string(seed))) {
+			t.Fatal("the log shows the nkey seed")
+		}
+	})
+
+	t.Run("a nats CLI context", func(t *testing.T) {
+		xdg := t.TempDir()
+		env := []string{"XDG_CONFIG_HOME=" + xdg}
+		// The CLI reads NATS_* too: a clean environment, so the context
+		// holds what the flags say and nothing of the developer's.
+		if r := runBinary(t, natsCLI, env, "context", "save", "tgnotify-test", "--server", srv.URL(), "--nkey", seedFile); r.code != 0 {
+			t.Fatalf("nats context save: exit %d\n%s", r.code, r.output)
+		}
+		path := filepath.Join(xdg, "nats", "context", "tgnotify-test.json")
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("the CLI did not write the context where the daemons look: %v", err)
+		}
+		log := publisher(t, "publisher-context", append(env, "NATS_CONTEXT=tgnotify-test"))
+		from := "context tgnotify-test (" + path + ")"
+		for _, want := range []string{`url_from="` + from + `"`, `auth="nkey seed file ` + seedFile + `" auth_from="` + from + `"`} {
+			if !strings.Contains(log, want) {
+				t.Errorf("the log lacks %s:\n%s", want, log)
+			}
+		}
+		// The operator's command reads the same context.
+		r := runBinary(t, bin(t, "tgnotify"), env, "provision", "-nats-context", "tgnotify-test", "-dry-run")
+		if r.code != 0 || !strings.Contains(r.output, srv.URL()) {
+			t.Errorf("tgnotify provision with the context: exit %d\n%s", r.code, r.output)
+		}
+	})
+}
+
+// nkeySeedFile creates a user nkey, writes its seed to a file readable only
+// by its owner and returns the file and the public key.
+func nkeySeedFile(t *testing.T) (string, string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(path, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, public
 }
