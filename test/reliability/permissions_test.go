@@ -195,6 +195,24 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 	if got := mail.WaitForMessages(1, 10*time.Second); len(got) != 1 || len(got[0].To) != 1 || got[0].To[0].Address != "bob@shop.example" {
 		t.Errorf("Mailpit holds %+v, want one message to bob@shop.example", got)
 	}
+	// A standby telegram worker under the same user takes over when the
+	// active one is killed: the failover's ping, its answer, the unpin and
+	// the takeover's direct get are all allowed.
+	standbyAddr := freeAddr(t)
+	standbyArgs := append([]string{"-telegram-api", emuURL, "-http", standbyAddr, "-provision=false", "-log-level", "debug"}, users["telegram-worker"].args(url)...)
+	standby := start(t, sup, procs.Spec{Name: "telegram-worker-standby", Path: bin(t, "telegram-worker"), Args: standbyArgs,
+		Env: []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}}, "http://"+standbyAddr+"/readyz")
+	daemons[2].Kill()
+	daemons[2] = standby
+	place(shop.Order{ID: "P5", ChatID: 101, Customer: "Eve", Items: items})
+	natstest.WaitFor(t, 60*time.Second, func() bool {
+		s := status("P5")
+		return s.Status == shop.StatusDelivered && s.Channel == "telegram"
+	}, "order P5 delivered by the standby telegram worker")
+	if !strings.Contains(readLog(t, standby), "this worker takes over") {
+		t.Errorf("the standby did not unpin the killed worker")
+	}
+
 	// The server logs "Publish Violation - Subject ..." and "Subscription
 	// Violation - ..." for every refusal.
 	if log := readLog(t, srv); strings.Contains(log, "Violation") {
