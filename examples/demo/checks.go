@@ -403,22 +403,22 @@ func (r *report) checkPauses() {
 	if p.TelegramStats == nil && p.MaxStats == nil && p.SMSStats == nil {
 		return
 	}
-	var inPause, limited int64
+	var inPause int64
 	var parts []string
 	if s := p.TelegramStats; s != nil {
-		inPause, limited = inPause+s.InAnyPause, limited+s.RateLimited
-		parts = append(parts, fmt.Sprintf("Telegram %d of %d", s.InAnyPause, s.RateLimited))
+		inPause += s.InAnyPause
+		parts = append(parts, fmt.Sprintf("Telegram %d after %d 429s", s.InAnyPause, s.RateLimited))
 	}
 	if s := p.MaxStats; s != nil {
-		inPause, limited = inPause+s.SentInPause, limited+s.RateLimited
-		parts = append(parts, fmt.Sprintf("MAX %d of %d", s.SentInPause, s.RateLimited))
+		inPause += s.SentInPause
+		parts = append(parts, fmt.Sprintf("MAX %d after %d", s.SentInPause, s.RateLimited))
 	}
 	if s := p.SMSStats; s != nil {
-		inPause, limited = inPause+s.InPause, limited+s.RateLimited
-		parts = append(parts, fmt.Sprintf("SMS %d of %d", s.InPause, s.RateLimited))
+		inPause += s.InPause
+		parts = append(parts, fmt.Sprintf("SMS %d after %d", s.InPause, s.RateLimited))
 	}
 	r.checks = append(r.checks, check{ok: inPause == 0,
-		text: fmt.Sprintf("no request inside a 429 pause: %d (%s 429s)", inPause, strings.Join(parts, ", "))})
+		text: fmt.Sprintf("no request inside a 429 pause: %d (%s)", inPause, strings.Join(parts, ", "))})
 }
 
 // deadByReason renders the dead letters counted by reason.
