@@ -120,6 +120,8 @@ type StreamNotification struct {
 	Channel   string
 	Recipient string
 	Key       string
+	// At is when NOTIFY stored it.
+	At time.Time
 	// FallbackFrom and FallbackReason are the channel it came from and
 	// why; empty for an original.
 	FallbackFrom, FallbackReason string
@@ -134,7 +136,11 @@ func Notifications(ctx context.Context, js natsjs.JetStream) ([]StreamNotificati
 		if err != nil {
 			return err
 		}
-		out = append(out, StreamNotification{Seq: seq, Subject: m.Subject(), Channel: ch, Recipient: rcpt,
+		var at time.Time
+		if meta, err := m.Metadata(); err == nil {
+			at = meta.Timestamp
+		}
+		out = append(out, StreamNotification{Seq: seq, Subject: m.Subject(), Channel: ch, Recipient: rcpt, At: at,
 			Key:            m.Headers().Get(jetstream.HeaderKey),
 			FallbackFrom:   m.Headers().Get(jetstream.HeaderFallbackFrom),
 			FallbackReason: m.Headers().Get(jetstream.HeaderFallbackReason)})
