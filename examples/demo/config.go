@@ -21,21 +21,22 @@ const (
 
 // config is what the flags and the environment say.
 type config struct {
-	orders      int
-	customers   int
-	repeat      float64
-	concurrency int
-	dir         string
-	bin         string
-	natsConfig  string
-	timeout     time.Duration
-	readyWait   time.Duration
-	stopWait    time.Duration
-	apiLatency  time.Duration
-	seed        int64
-	keep        bool
-	progress    string
-	forceEmu    bool
+	orders       int
+	outageOrders int
+	customers    int
+	repeat       float64
+	concurrency  int
+	dir          string
+	bin          string
+	natsConfig   string
+	timeout      time.Duration
+	readyWait    time.Duration
+	stopWait     time.Duration
+	apiLatency   time.Duration
+	seed         int64
+	keep         bool
+	progress     string
+	forceEmu     bool
 
 	// real is set when the notifications go to the real Telegram.
 	real *realTelegram
@@ -56,6 +57,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.SetOutput(stderr)
 	c := &config{}
 	fs.IntVar(&c.orders, "orders", 0, fmt.Sprintf("orders to place (default %d with the emulator, %d with the real Telegram, at most %d there)", defaultOrdersEmulator, defaultOrdersReal, maxOrdersReal))
+	fs.IntVar(&c.outageOrders, "outage-orders", 10, "orders placed while Telegram is down, after the burst: each from a customer with a Telegram chat and a phone, delivered by SMS once the telegram worker's fallback_after (5s here) passed (0: no outage; never with the real Telegram)")
 	fs.IntVar(&c.customers, "customers", 40, "private chats the orders are spread over (besides the blocked chats and the group)")
 	fs.Float64Var(&c.repeat, "repeat", 0.15, "fraction of orders whose POST /orders is repeated, as a retrying client would")
 	fs.IntVar(&c.concurrency, "concurrency", 8, "concurrent POST /orders requests")
@@ -67,16 +69,21 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&c.stopWait, "stop-timeout", 20*time.Second, "how long each process may take to stop after SIGTERM before it is killed")
 	fs.DurationVar(&c.apiLatency, "api-latency", 30*time.Millisecond, "latency of the emulated Bot API (±2/3 jitter)")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the order generator")
-	fs.BoolVar(&c.keep, "keep", false, "after the report, keep everything running until Ctrl-C (to try the runbook's commands)")
+	fs.BoolVar(&c.keep, "keep", false, "after the report, keep everything running until Ctrl-C (to try the runbook's commands, read the emails in Mailpit's web UI)")
 	fs.StringVar(&c.progress, "progress", "auto", "progress display: auto, tty (one line rewritten), lines (a line per second) or off")
 	fs.BoolVar(&c.forceEmu, "emulator", false, "use the emulator even when TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID are set")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: demo [flags]
 
-Runs nats-server, the Bot API emulator, the telegram worker, the shop and the
-publisher on loopback ports, places a burst of orders, shows progress, checks
-that every order was delivered exactly once, prints a report and stops
-everything. Exit status 0 when every check passed, 1 otherwise.
+Runs nats-server, the Bot API, MAX and SMS (Twilio) emulators, Mailpit (a
+real SMTP server), the telegram, max, email and sms workers, the shop and the
+publisher on loopback ports. It places a burst of orders (some carry an
+email, a phone or a MAX user besides the Telegram chat), then takes Telegram
+down for longer than the telegram worker's fallback_after (5s here) while
+orders with a phone arrive, shows progress, checks that every order was
+delivered by exactly one channel or dead-lettered on every channel of its
+route, prints a report and stops everything. Exit status 0 when every check
+passed, 1 otherwise.
 
 With TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID set, the notifications of a few
 orders go to that real chat instead (TELEGRAM_API_URL overrides
@@ -102,6 +109,9 @@ https://api.telegram.org, e.g. for a local Bot API server).
 			c.real.apiURL = u
 		}
 	}
+	if c.real != nil {
+		c.outageOrders = 0 // the real Telegram cannot be taken down
+	}
 	if c.orders == 0 {
 		c.orders = defaultOrdersEmulator
 		if c.real != nil {
@@ -116,6 +126,7 @@ https://api.telegram.org, e.g. for a local Bot API server).
 	}
 	check(c.orders > 0 && c.orders <= 100_000, "-orders %d: want 1..100000", c.orders)
 	check(c.real == nil || c.orders <= maxOrdersReal, "-orders %d: at most %d go to a real chat (Telegram allows one message a second to it)", c.orders, maxOrdersReal)
+	check(c.outageOrders >= 0 && c.outageOrders <= 1000, "-outage-orders %d: want 0..1000", c.outageOrders)
 	check(c.customers > 0 && c.customers <= 10_000, "-customers %d: want 1..10000", c.customers)
 	check(c.repeat >= 0 && c.repeat <= 1, "-repeat %v: want a fraction in [0, 1]", c.repeat)
 	check(c.concurrency > 0 && c.concurrency <= 256, "-concurrency %d: want 1..256", c.concurrency)
@@ -157,10 +168,13 @@ https://api.telegram.org, e.g. for a local Bot API server).
 	return c, nil
 }
 
-// binaries lists the programs the demo starts.
+// binaries lists the programs the demo starts: with the real Telegram,
+// everything but the Bot API emulator.
 func binaries(real bool) []string {
+	all := []string{"nats-server", "botapi-emulator", "max-emulator", "sms-emulator", "mailpit",
+		"telegram-worker", "max-worker", "email-worker", "sms-worker", "shop", "publisher"}
 	if real {
-		return []string{"nats-server", "telegram-worker", "shop", "publisher"}
+		return without(all, "botapi-emulator")
 	}
-	return []string{"nats-server", "botapi-emulator", "telegram-worker", "shop", "publisher"}
+	return all
 }

@@ -15,6 +15,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/system"
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 )
 
 // demo is one run.
@@ -24,6 +25,8 @@ type demo struct {
 	errOut io.Writer
 	stack  *stack
 	start  time.Time
+	// prev is the last progress sample shown.
+	prev sample
 }
 
 // markerFile marks a directory as the demo's, so that it may be emptied.
@@ -62,7 +65,7 @@ func (d *demo) run(ctx context.Context) (rep *report, err error) {
 		}
 	}()
 
-	mode := "the Bot API emulator (Telegram's limits on)"
+	mode := "the Bot API emulator (Telegram's limits on), the MAX and SMS emulators and Mailpit"
 	if d.cfg.real != nil {
 		mode = fmt.Sprintf("the REAL Telegram, chat %d", d.cfg.real.chatID)
 	}
@@ -85,7 +88,10 @@ func (d *demo) run(ctx context.Context) (rep *report, err error) {
 	orders := planOrders(d.cfg, runID)
 	pl := newPlacer(s.shopURL)
 	rep = &report{cfg: d.cfg, orders: orders, started: len(s.sup.Processes())}
+	smp := &sampler{stack: s, placer: pl, js: js, client: &http.Client{Timeout: 2 * time.Second}}
+	disp := newDisplay(d.out, d.cfg.progress, len(orders)+d.cfg.outageOrders)
 
+	// The burst.
 	placeCtx, stopPlacing := context.WithCancel(ctx)
 	defer stopPlacing()
 	placed := make(chan struct{})
@@ -96,11 +102,16 @@ func (d *demo) run(ctx context.Context) (rep *report, err error) {
 		defer close(placed)
 		pl.place(placeCtx, orders, d.cfg.concurrency)
 	}()
-
-	err = d.watch(ctx, js, s, pl, placed, rep)
+	err = d.watch(ctx, js, s, smp, disp, placed, rep)
 	stopPlacing()
 	<-placed
 	rep.placeTook = rep.placedAt.Sub(placeStart)
+
+	// The outage: orders with a phone while Telegram answers 5xx.
+	if err == nil && d.cfg.outageOrders > 0 {
+		err = d.outage(ctx, js, s, smp, disp, pl, rep, runID)
+	}
+	disp.done()
 	rep.placements = pl.Snapshot()
 	rep.failures = s.sup.Failures()
 	if ctx.Err() != nil {
@@ -116,21 +127,54 @@ func (d *demo) run(ctx context.Context) (rep *report, err error) {
 	rep.complete = true
 	if d.cfg.keep {
 		rep.printChecks(d.out)
-		d.keepRunning(ctx, s)
+		d.keepRunning(ctx, s, rep)
 	}
 	return rep, nil
 }
 
-// watch shows progress until every notification is accounted for, the
-// timeout passes, a process dies or ctx ends.
-func (d *demo) watch(ctx context.Context, js natsjs.JetStream, s *stack, pl *placer, placed <-chan struct{}, rep *report) error {
-	smp := &sampler{stack: s, placer: pl, client: &http.Client{Timeout: 2 * time.Second}}
-	disp := newDisplay(d.out, d.cfg.progress, len(rep.orders))
-	defer disp.done()
+// outageLimit ends the Telegram outage by itself should the demo not end
+// it (the emulator's own timer).
+const outageLimit = 2 * time.Minute
+
+// outage takes Telegram down (5xx on every request), places the outage
+// orders — each with a Telegram chat and a phone — waits until every one is
+// delivered (by SMS, once fallback_after passed) and brings Telegram back.
+func (d *demo) outage(ctx context.Context, js natsjs.JetStream, s *stack, smp *sampler, disp *display, pl *placer, rep *report, runID string) error {
+	orders := planOutageOrders(d.cfg, runID)
+	ctl := &http.Client{Timeout: 5 * time.Second}
+	o := emulator.Outage{Mode: emulator.Fault5xx, Duration: outageLimit}
+	if err := system.SendJSON(ctx, ctl, http.MethodPost, s.emulatorURL+"/emulator/outage", o); err != nil {
+		return fmt.Errorf("starting the Telegram outage: %w", err)
+	}
+	rep.outageStart = time.Now()
+	disp.done()
+	fmt.Fprintf(d.out, "Telegram is DOWN (every request answered 502); placing %d orders whose customers have a phone: after %s on Telegram (fallback_after) they go by SMS\n",
+		len(orders), demoFallbackAfter)
+	placed := make(chan struct{})
+	go func() {
+		defer close(placed)
+		pl.place(ctx, orders, d.cfg.concurrency)
+	}()
+	err := d.watch(ctx, js, s, smp, disp, placed, rep)
+	<-placed
+	if stopErr := system.SendJSON(context.WithoutCancel(ctx), ctl, http.MethodDelete, s.emulatorURL+"/emulator/outage", nil); stopErr != nil && err == nil {
+		err = fmt.Errorf("ending the Telegram outage: %w", stopErr)
+	}
+	rep.outageEnd = time.Now()
+	rep.orders = append(rep.orders, orders...)
+	disp.done()
+	fmt.Fprintf(d.out, "Telegram is back after %v\n", rep.outageEnd.Sub(rep.outageStart).Round(100*time.Millisecond))
+	return err
+}
+
+// watch shows progress until every notification placed so far is
+// accounted for (delivered by a channel, or dead on every channel of its
+// route) and no channel has anything left in flight, the timeout passes, a
+// process dies or ctx ends. The timeout counts from the end of placing.
+func (d *demo) watch(ctx context.Context, js natsjs.JetStream, s *stack, smp *sampler, disp *display, placed <-chan struct{}, rep *report) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var deadline <-chan time.Time
-	var prev sample
 	placing := true
 	for {
 		select {
@@ -142,7 +186,9 @@ func (d *demo) watch(ctx context.Context, js natsjs.JetStream, s *stack, pl *pla
 		case <-placed:
 			placed = nil
 			placing = false
-			rep.placedAt = time.Now()
+			if rep.placedAt.IsZero() {
+				rep.placedAt = time.Now()
+			}
 			t := time.NewTimer(d.cfg.timeout)
 			defer t.Stop()
 			deadline = t.C
@@ -153,14 +199,14 @@ func (d *demo) watch(ctx context.Context, js natsjs.JetStream, s *stack, pl *pla
 		case <-tick.C:
 		}
 		cur := smp.take(ctx)
-		disp.show(prev, cur)
+		disp.show(d.prev, cur)
 		rep.samples = append(rep.samples, cur)
-		prev = cur
+		d.prev = cur
 		if placing || cur.delivered+cur.dead < cur.placed {
 			continue
 		}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		done, err := system.Drained(dctx, js, uint64(pl.Created.Load()))
+		done, err := system.Drained(dctx, js, uint64(cur.placed))
 		cancel()
 		if err != nil {
 			continue // a transient read error: try again at the next tick
@@ -172,18 +218,36 @@ func (d *demo) watch(ctx context.Context, js natsjs.JetStream, s *stack, pl *pla
 }
 
 // keepRunning leaves the system up until ctx ends, for exploring.
-func (d *demo) keepRunning(ctx context.Context, s *stack) {
+func (d *demo) keepRunning(ctx context.Context, s *stack, rep *report) {
+	example := ""
+	for _, o := range rep.orders {
+		if o.kind == kindBlocked {
+			example = o.order.ID
+			break
+		}
+	}
+	if example == "" && len(rep.orders) > 0 {
+		example = rep.orders[0].order.ID
+	}
 	fmt.Fprintf(d.out, `
 Everything keeps running until Ctrl-C:
+  Mailpit (the emails)     %s/
   export NATS_URL=%s
   bin/nats stream ls                                 # NOTIFY and NOTIFY_DEAD
   scripts/dead-letters.sh list                       # dead letters, see docs/RUNBOOK.md
-  curl -s %s/stats                          # the worker
+  curl -s %s/orders/%s            # the shop's view of an order's notification
+  curl -s %s/stats                          # the telegram worker (max, email, sms: below)
   curl -s %s/metrics | grep tgnotify_publisher_     # the publisher
-`, s.natsURL, s.workerURL, s.publisherURL)
-	if s.emulatorURL != "" {
-		fmt.Fprintf(d.out, "  curl -s %s/emulator/stats                # the emulated Telegram\n", s.emulatorURL)
+`, s.mailpitURL, s.natsURL, s.shopURL, example, s.workerURLs["telegram"], s.publisherURL)
+	for _, ch := range system.Channels()[1:] {
+		fmt.Fprintf(d.out, "  curl -s %s/stats                          # the %s worker\n", s.workerURLs[ch], ch)
 	}
+	if s.emulatorURL != "" {
+		fmt.Fprintf(d.out, "  curl -s %s/emulator/messages             # what the emulated Telegram received\n", s.emulatorURL)
+	}
+	fmt.Fprintf(d.out, "  curl -s %s/emulator/messages             # what the emulated MAX received\n", s.maxURL)
+	fmt.Fprintf(d.out, "  curl -s %s/emulator/messages             # the SMS the emulated Twilio created\n", s.smsURL)
+	fmt.Fprintf(d.out, "  curl -s '%s/api/v1/messages?limit=10'   # Mailpit's API (SMTP on %s)\n", s.mailpitURL, s.smtpAddr)
 	<-ctx.Done()
 }
 

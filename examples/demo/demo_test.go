@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -219,7 +220,8 @@ func TestDemoRunsAndLeavesNothingBehind(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("demo exit status: got %d, want 0", code)
 	}
-	for _, want := range []string{"RESULT: PASS", "every deliverable order delivered exactly once", "dead letters match the dead chats"} {
+	for _, want := range []string{"RESULT: PASS", "every order delivered by exactly one channel", "emails in Mailpit",
+		"orders with a phone delivered by SMS, no Telegram copy", "the shop's GET /orders/{id} shows how each notification ended"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output lacks %q", want)
 		}
@@ -255,4 +257,34 @@ func TestDemoKilledLeavesNothingBehind(t *testing.T) {
 	}
 	r.wait(t, time.Minute)
 	r.checkNoLeftovers(t, 15*time.Second)
+}
+
+func TestDemoKeepShowsWhereToLook(t *testing.T) {
+	r := startDemo(t, "-orders", "20", "-outage-orders", "2", "-timeout", "2m", "-keep")
+	r.waitOutput(t, "Everything keeps running until Ctrl-C", 3*time.Minute)
+	r.waitOutput(t, "api/v1/messages", 10*time.Second)
+	m := regexp.MustCompile(`Mailpit \(the emails\)\s+(http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(r.output())
+	if m == nil {
+		t.Fatalf("-keep printed no Mailpit address:\n%s", r.output())
+	}
+	for _, want := range []string{"what the emulated MAX received", "the SMS the emulated Twilio created", "/orders/"} {
+		if !strings.Contains(r.output(), want) {
+			t.Errorf("-keep output lacks %q", want)
+		}
+	}
+	resp, err := http.Get(m[1] + "/api/v1/messages")
+	if err != nil {
+		t.Fatalf("Mailpit at the printed address: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("Mailpit at the printed address: got %s, want 200", resp.Status)
+	}
+	if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.wait(t, 2*time.Minute); code != exitOK {
+		t.Errorf("exit status after Ctrl-C with -keep: got %d, want %d (the checks passed)", code, exitOK)
+	}
+	r.checkNoLeftovers(t, 5*time.Second)
 }

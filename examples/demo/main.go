@@ -6,22 +6,32 @@
 //
 //	nats-server       JetStream, configured from configs/nats-server.conf
 //	botapi-emulator   Telegram's limits on, blocked and deactivated chats, a migrated group
-//	telegram-worker   JetStream → Bot API
-//	shop              the example application: POST /orders
+//	max-emulator      MAX's Bot API, a user who stopped the bot
+//	sms-emulator      Twilio's Messages API
+//	mailpit           a real SMTP server, with a web UI and a REST API
+//	telegram-worker   JetStream → Bot API (fallback_after 5s for the demo)
+//	max-worker, email-worker, sms-worker
+//	                  the fallback channels, JetStream → MAX, SMTP, Twilio
+//	shop              the example application: POST /orders, GET /orders/{id}
+//	                  (it follows the pipeline's events)
 //	publisher         outbox → JetStream
 //
-// Then it places a burst of orders through POST /orders (some of them
-// repeated, as a retrying client would), shows live progress, and prints a
-// report: every order delivered exactly once, dead letters by reason, 429s
-// received, commit→delivery latency. It stops every process it started and
-// exits with status 1 if any invariant failed (2 for bad flags, 130 when
-// interrupted).
+// Then it places a burst of orders through POST /orders (some repeated, as
+// a retrying client would; some carrying an email, a phone or a MAX user
+// besides the Telegram chat, some for blocked chats), takes Telegram down
+// for longer than fallback_after while orders with a phone arrive, shows
+// live progress, and prints a report: deliveries per channel, what became
+// of each kind of order, every order delivered by exactly one channel or
+// dead-lettered on every channel of its route, the emails in Mailpit, the
+// shop's view of a few orders, commit→delivery latency. It stops every
+// process it started and exits with status 1 if any invariant failed (2 for
+// bad flags, 130 when interrupted).
 //
 // With TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID set it sends the notifications
 // of a few orders to that real chat instead of the emulator (-emulator forces
 // the emulator).
 //
-//	demo [-orders N] [-dir .demo] [-bin ./bin] [-timeout 3m] [-keep]
+//	demo [-orders N] [-outage-orders N] [-dir .demo] [-bin ./bin] [-timeout 3m] [-keep]
 package main
 
 import (

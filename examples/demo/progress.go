@@ -10,9 +10,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // telegramBotLimit is Telegram's bot-wide limit the worker keeps to, in
@@ -22,12 +25,17 @@ const telegramBotLimit = 30
 // sample is the system's state at one moment, read from the daemons' own
 // endpoints.
 type sample struct {
-	at          time.Time
-	placed      int64   // orders created (201 answers)
-	backlog     float64 // outbox rows not yet in JetStream; -1 unknown
-	delivered   int64   // messages Telegram (the emulator) accepted; the worker's count with the real Telegram
-	dead        int64   // dead letters written by the worker
-	rateLimited int64   // 429 answers
+	at        time.Time
+	placed    int64   // orders created (201 answers)
+	backlog   float64 // outbox rows not yet in JetStream; -1 unknown
+	delivered int64   // notifications delivered, over every channel (the workers' counts)
+	// byChannel counts the deliveries of each channel.
+	byChannel map[string]int64
+	// telegram counts the messages Telegram (the emulator) accepted; the
+	// worker's count with the real Telegram.
+	telegram    int64
+	dead        int64 // notifications no channel could deliver (dead events)
+	rateLimited int64 // Telegram's 429 answers
 	breaker     string
 	errs        []string // endpoints that did not answer
 }
@@ -36,23 +44,47 @@ type sample struct {
 type sampler struct {
 	stack  *stack
 	placer *placer
+	js     natsjs.JetStream
 	client *http.Client
 }
 
 func (s *sampler) take(ctx context.Context) sample {
-	smp := sample{at: time.Now(), backlog: -1, placed: s.placer.Created.Load()}
-	var ws delivery.Stats
-	if err := system.GetJSON(ctx, s.client, s.stack.workerURL+"/stats", &ws); err != nil {
-		smp.errs = append(smp.errs, "worker: "+err.Error())
-	}
-	smp.delivered, smp.dead, smp.rateLimited, smp.breaker = ws.Sent, ws.DeadLetters, ws.RateLimited, ws.CircuitBreaker
+	smp := sample{backlog: -1, byChannel: map[string]int64{}}
+	// Telegram's count first, timed closely: the send rate is measured
+	// between two samples.
+	smp.at = time.Now()
 	if s.stack.emulatorURL != "" {
 		var es emulator.Stats
 		if err := system.GetJSON(ctx, s.client, s.stack.emulatorURL+"/emulator/stats", &es); err != nil {
 			smp.errs = append(smp.errs, "emulator: "+err.Error())
 		} else {
-			smp.delivered, smp.rateLimited = es.Delivered, es.RateLimited
+			smp.telegram, smp.rateLimited = es.Delivered, es.RateLimited
 		}
+	}
+	smp.placed = s.placer.Created.Load()
+	for _, ch := range system.Channels() {
+		u := s.stack.workerURLs[ch]
+		if u == "" {
+			continue
+		}
+		var ws delivery.Stats
+		if err := system.GetJSON(ctx, s.client, u+"/stats", &ws); err != nil {
+			smp.errs = append(smp.errs, ch+"-worker: "+err.Error())
+			continue
+		}
+		smp.byChannel[ch] = ws.Sent
+		smp.delivered += ws.Sent
+		if ch == "telegram" {
+			smp.breaker = ws.CircuitBreaker
+			if s.stack.emulatorURL == "" {
+				smp.telegram, smp.rateLimited = ws.Sent, ws.RateLimited
+			}
+		}
+	}
+	if n, err := system.SubjectCount(ctx, s.js, jetstream.StreamNotify, jetstream.SubjectDead); err != nil {
+		smp.errs = append(smp.errs, "NOTIFY: "+err.Error())
+	} else {
+		smp.dead = int64(n)
 	}
 	if v, err := system.ScrapeGauge(ctx, s.client, s.stack.publisherURL+"/metrics", "tgnotify_publisher_backlog"); err != nil {
 		smp.errs = append(smp.errs, "publisher: "+err.Error())
@@ -102,7 +134,7 @@ func (d *display) show(prev, cur sample) {
 	}
 	rate := 0.0
 	if dt := cur.at.Sub(prev.at).Seconds(); dt > 0 && !prev.at.IsZero() {
-		rate = float64(cur.delivered-prev.delivered) / dt
+		rate = float64(cur.telegram-prev.telegram) / dt
 	}
 	rateText := fmt.Sprintf("%4.1f/s", rate)
 	if prev.at.IsZero() {
@@ -117,8 +149,9 @@ func (d *display) show(prev, cur sample) {
 	if breaker == "" {
 		breaker = "?"
 	}
-	line := fmt.Sprintf("%5.0fs  orders %d/%d  outbox %s  delivered %d  pending %d  dead %d  rate %s of %d/s %s  429s %d  breaker %s",
-		cur.at.Sub(d.start).Seconds(), cur.placed, d.total, backlog, cur.delivered, pending, cur.dead,
+	line := fmt.Sprintf("%5.0fs  orders %d/%d  outbox %s  delivered %d (tg %d max %d mail %d sms %d)  pending %d  dead %d  Telegram %s of %d/s %s  429s %d  breaker %s",
+		cur.at.Sub(d.start).Seconds(), cur.placed, d.total, backlog, cur.delivered,
+		cur.byChannel["telegram"], cur.byChannel["max"], cur.byChannel["email"], cur.byChannel["sms"], pending, cur.dead,
 		rateText, telegramBotLimit, bar(rate, telegramBotLimit), cur.rateLimited, breaker)
 	if len(cur.errs) > 0 {
 		line += "  (" + strings.Join(cur.errs, "; ") + ")"

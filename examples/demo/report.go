@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"regexp"
+	"net/url"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -18,8 +18,8 @@ import (
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/system"
-	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // check is one invariant and whether it held.
@@ -40,19 +40,24 @@ type report struct {
 	started    int
 	failures   []procs.Failure
 	fatal      string
+	// outageStart and outageEnd bound the Telegram outage (zero without).
+	outageStart, outageEnd time.Time
 
 	// Collected at the end.
-	messages    []emulator.Message
+	providers   system.ProviderRecords
 	records     []delivery.DeliveryRecord
 	dead        []system.DeadLetter
-	emuStats    *emulator.Stats
-	workerStats *delivery.Stats
-	pending     uint64
-	ackPending  uint64
+	events      []system.Event
+	outbox      []system.OutboxRow
+	statuses    map[string]shop.PlacedOrder // GET /orders/{id}, by order id
+	workerStats map[string]*delivery.Stats  // by channel
+	backlogs    []system.Backlog
 
 	// Computed by check.
 	checks    []check
 	latencies []time.Duration
+	// paths says how each order's notification went, by order id.
+	paths map[string]*path
 
 	// complete is set once the checks ran: the report is worth printing.
 	complete bool
@@ -64,253 +69,124 @@ type report struct {
 	elapsed    time.Duration
 }
 
-// collect reads the final state: what the emulator received (or, with the
-// real Telegram, the worker's delivery records), the dead letters and the
-// consumer.
+// path is what became of one order's notification.
+type path struct {
+	route []string
+	// gaveUp are the channels that gave up on it, in route order, with
+	// their reasons.
+	gaveUp []hop
+	// copies are its copies at the providers.
+	copies []system.Delivery
+	// by is the channel that delivered it ("" when none did).
+	by   string
+	dead bool
+}
+
+// hop is a channel giving up on a notification.
+type hop struct {
+	channel, reason string
+}
+
+// String renders the path, e.g. "telegram: blocked → max: blocked → email".
+func (p *path) String() string {
+	var parts []string
+	for _, h := range p.gaveUp {
+		parts = append(parts, h.channel+": "+h.reason)
+	}
+	switch {
+	case p.by != "":
+		parts = append(parts, p.by)
+	case p.dead:
+		parts = append(parts, "dead")
+	}
+	return strings.Join(parts, " → ")
+}
+
+// collect reads the final state: what every provider accepted, the
+// delivery records, the dead letters, the events, the outbox, the shop's
+// view of each order and the consumers.
 func (r *report) collect(ctx context.Context, js natsjs.JetStream, s *stack) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	client := &http.Client{Timeout: 10 * time.Second}
 	var errs []error
-	if s.emulatorURL != "" {
-		var msgs struct {
-			Messages []emulator.Message `json:"messages"`
-		}
-		if err := system.GetJSON(ctx, client, s.emulatorURL+"/emulator/messages", &msgs); err != nil {
+	var err error
+	r.providers, err = system.ReadProviders(ctx, client, s.destinations())
+	errs = append(errs, err)
+	r.records, err = system.DeliveryRecords(ctx, js)
+	errs = append(errs, err)
+	r.dead, err = system.DeadLetters(ctx, js)
+	errs = append(errs, err)
+	r.events, err = system.Events(ctx, js)
+	errs = append(errs, err)
+	r.outbox, err = system.ReadOutbox(ctx, s.shopDB)
+	errs = append(errs, err)
+	r.backlogs, err = system.Backlogs(ctx, js)
+	errs = append(errs, err)
+	r.workerStats = map[string]*delivery.Stats{}
+	for ch, u := range s.workerURLs {
+		var ws delivery.Stats
+		if err := system.GetJSON(ctx, client, u+"/stats", &ws); err != nil {
 			errs = append(errs, err)
+			continue
 		}
-		r.messages = msgs.Messages
-		var es emulator.Stats
-		if err := system.GetJSON(ctx, client, s.emulatorURL+"/emulator/stats", &es); err != nil {
-			errs = append(errs, err)
-		} else {
-			r.emuStats = &es
-		}
-	} else {
-		recs, err := system.DeliveryRecords(ctx, js)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		r.records = recs
+		r.workerStats[ch] = &ws
 	}
-	var ws delivery.Stats
-	if err := system.GetJSON(ctx, client, s.workerURL+"/stats", &ws); err != nil {
-		errs = append(errs, err)
-	} else {
-		r.workerStats = &ws
-	}
-	dead, err := system.DeadLetters(ctx, js)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	r.dead = dead
-	if info, err := system.ConsumerInfo(ctx, js); err != nil {
-		errs = append(errs, err)
-	} else {
-		r.pending, r.ackPending = info.NumPending, uint64(info.NumAckPending)
-	}
+	errs = append(errs, r.collectStatuses(ctx, js, client, s.shopURL))
 	return errors.Join(errs...)
 }
 
-// orderInText finds the order id in an "order accepted" message.
-var orderInText = regexp.MustCompile(`^<b>Order (\S+) accepted</b>`)
-
-// check evaluates the invariants over what was collected.
-func (r *report) check() {
-	r.checkPlacements()
-	if r.cfg.real == nil {
-		r.checkEmulatorDeliveries()
-	} else {
-		r.checkRecords()
-	}
-	r.checkDeadLetters()
-	if r.emuStats != nil {
-		c := check{ok: r.emuStats.InAnyPause == 0,
-			text: fmt.Sprintf("no request inside a 429 pause: %d (429s received: %d)", r.emuStats.InAnyPause, r.emuStats.RateLimited)}
-		r.checks = append(r.checks, c)
-	}
-	r.checks = append(r.checks, check{ok: r.pending == 0 && r.ackPending == 0,
-		text: fmt.Sprintf("pipeline drained: consumer has %d pending, %d unacknowledged", r.pending, r.ackPending)})
-}
-
-func (r *report) checkPlacements() {
-	var problems []string
-	created, repeats := 0, 0
-	for _, o := range r.orders {
-		p, ok := r.placements[o.order.ID]
-		switch {
-		case !ok:
-			problems = append(problems, o.order.ID+": never placed")
-			continue
-		case len(p.Errors) > 0:
-			problems = append(problems, fmt.Sprintf("%s: %s", o.order.ID, strings.Join(p.Errors, "; ")))
-		case p.Created != 1:
-			problems = append(problems, fmt.Sprintf("%s: created %d times (201 answers), want once", o.order.ID, p.Created))
-		case p.Mismatch:
-			problems = append(problems, o.order.ID+": a repeated request returned another created_at")
-		}
-		created += p.Created
-		repeats += p.Repeated
-	}
-	r.checks = append(r.checks, check{ok: len(problems) == 0,
-		text:   fmt.Sprintf("every order created once: %d × 201 Created, %d repeats answered 200", created, repeats),
-		detail: problems})
-}
-
-// expectations indexes the orders by id, and their notification keys.
-func (r *report) expectations() (byID map[string]plannedOrder, byKey map[string]plannedOrder) {
-	byID, byKey = map[string]plannedOrder{}, map[string]plannedOrder{}
-	for _, o := range r.orders {
-		if p := r.placements[o.order.ID]; p.Created == 0 {
-			continue // not placed: reported by checkPlacements
-		}
-		byID[o.order.ID] = o
-		byKey[shop.NotificationKey(o.order.ID)] = o
-	}
-	return byID, byKey
-}
-
-func (r *report) checkEmulatorDeliveries() {
-	byID, _ := r.expectations()
-	got := map[string][]emulator.Message{}
-	var unexpected []string
-	for _, m := range r.messages {
-		sub := orderInText.FindStringSubmatch(m.Text)
-		if sub == nil || byID[sub[1]].order.ID == "" {
-			unexpected = append(unexpected, fmt.Sprintf("chat %d message %d: %.40q", m.ChatID, m.MessageID, m.Text))
-			continue
-		}
-		got[sub[1]] = append(got[sub[1]], m)
-	}
-	var problems []string
-	want, ok, group := 0, 0, 0
-	for id, o := range byID {
-		msgs := got[id]
-		if o.want != delivered {
-			if len(msgs) > 0 {
-				problems = append(problems, fmt.Sprintf("%s: chat %d is dead but %d message(s) arrived", id, o.order.ChatID, len(msgs)))
+// collectStatuses waits (a few seconds at most) until the shop has applied
+// every event, then reads each order back with GET /orders/{id}.
+func (r *report) collectStatuses(ctx context.Context, js natsjs.JetStream, client *http.Client, shopURL string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := js.Consumer(ctx, jetstream.StreamNotify, shop.EventsConsumer)
+		if err == nil {
+			info, err := c.Info(ctx)
+			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+				break
 			}
-			continue
 		}
-		want++
-		switch {
-		case len(msgs) == 0:
-			problems = append(problems, fmt.Sprintf("%s: never delivered to chat %d", id, o.wantChat))
-		case len(msgs) > 1:
-			problems = append(problems, fmt.Sprintf("%s: delivered %d times", id, len(msgs)))
-		case msgs[0].ChatID != o.wantChat:
-			problems = append(problems, fmt.Sprintf("%s: delivered to chat %d, want %d", id, msgs[0].ChatID, o.wantChat))
-		default:
-			ok++
-			if o.order.ChatID == groupChat {
-				group++
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	r.statuses = map[string]shop.PlacedOrder{}
+	var mu sync.Mutex
+	var errs []error
+	ids := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for id := range ids {
+				var p shop.PlacedOrder
+				err := system.GetJSON(ctx, client, shopURL+"/orders/"+url.PathEscape(id), &p)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					r.statuses[id] = p
+				}
+				mu.Unlock()
 			}
-			r.latencies = append(r.latencies, msgs[0].Time.Sub(r.placements[id].CreatedAt))
+		})
+	}
+	for _, o := range r.orders {
+		if r.placements[o.order.ID].Created > 0 {
+			ids <- o.order.ID
 		}
 	}
-	sort.Strings(problems)
-	r.checks = append(r.checks,
-		check{ok: len(problems) == 0 && ok == want,
-			text:   fmt.Sprintf("every deliverable order delivered exactly once: %d/%d (/emulator/messages)", ok, want),
-			detail: problems},
-		check{ok: len(unexpected) == 0,
-			text:   fmt.Sprintf("no unexpected message: %d not from an order of this run", len(unexpected)),
-			detail: unexpected},
-	)
-	if group > 0 {
-		r.checks = append(r.checks, check{ok: true,
-			text: fmt.Sprintf("migrated group: %d order(s) for group %d delivered to %d", group, groupChat, supergroupChat)})
+	close(ids)
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("reading %d orders back from the shop: %w", len(errs), errs[0])
 	}
-}
-
-func (r *report) checkRecords() {
-	_, byKey := r.expectations()
-	var problems []string
-	ok := 0
-	seen := map[string]bool{}
-	for _, rec := range r.records {
-		o, mine := byKey[rec.Key]
-		if !mine {
-			continue // an earlier demo's record
-		}
-		seen[rec.Key] = true
-		if rec.Recipient != strconv.FormatInt(o.wantChat, 10) {
-			problems = append(problems, fmt.Sprintf("%s: delivered to chat %s, want %d", rec.Key, rec.Recipient, o.wantChat))
-			continue
-		}
-		ok++
-		r.latencies = append(r.latencies, rec.DeliveredAt.Sub(r.placements[o.order.ID].CreatedAt))
-	}
-	for key := range byKey {
-		if !seen[key] {
-			problems = append(problems, key+": no delivery record")
-		}
-	}
-	sent := int64(-1)
-	if r.workerStats != nil {
-		sent = r.workerStats.Sent
-	}
-	if sent != int64(len(byKey)) {
-		problems = append(problems, fmt.Sprintf("the worker sent %d messages for %d orders", sent, len(byKey)))
-	}
-	sort.Strings(problems)
-	r.checks = append(r.checks, check{ok: len(problems) == 0,
-		text:   fmt.Sprintf("every order delivered exactly once: %d/%d delivery records, %d sends", ok, len(byKey), sent),
-		detail: problems})
-}
-
-func (r *report) checkDeadLetters() {
-	_, byKey := r.expectations()
-	perKey := map[string][]system.DeadLetter{}
-	var problems []string
-	for _, dl := range r.dead {
-		o, mine := byKey[dl.Key]
-		switch {
-		case !mine:
-			problems = append(problems, fmt.Sprintf("dead letter %d (%s, key %q): %s", dl.Seq, dl.Reason, dl.Key, dl.Description))
-			continue
-		case o.want != deadLettered:
-			problems = append(problems, fmt.Sprintf("%s dead-lettered as %s (%s), want delivered", dl.Key, dl.Reason, dl.Description))
-		case dl.Reason != o.wantReason:
-			problems = append(problems, fmt.Sprintf("%s dead-lettered as %s, want %s", dl.Key, dl.Reason, o.wantReason))
-		}
-		perKey[dl.Key] = append(perKey[dl.Key], dl)
-	}
-	want := 0
-	for key, o := range byKey {
-		if o.want != deadLettered {
-			continue
-		}
-		want++
-		if n := len(perKey[key]); n != 1 {
-			problems = append(problems, fmt.Sprintf("%s: %d dead letters, want 1", key, n))
-		}
-	}
-	sort.Strings(problems)
-	r.checks = append(r.checks, check{ok: len(problems) == 0,
-		text:   fmt.Sprintf("dead letters match the dead chats: %d in NOTIFY_DEAD, %d expected", len(r.dead), want),
-		detail: problems})
-}
-
-// deadByReason renders the dead letters counted by reason.
-func (r *report) deadByReason() string {
-	counts := map[string]int{}
-	for _, dl := range r.dead {
-		counts[dl.Reason]++
-	}
-	if len(counts) == 0 {
-		return "none"
-	}
-	reasons := make([]string, 0, len(counts))
-	for reason := range counts {
-		reasons = append(reasons, reason)
-	}
-	slices.Sort(reasons)
-	parts := make([]string, len(reasons))
-	for i, reason := range reasons {
-		parts[i] = fmt.Sprintf("%s %d", reason, counts[reason])
-	}
-	return strings.Join(parts, ", ")
+	return nil
 }
 
 // passed reports whether every invariant held.
@@ -343,26 +219,31 @@ func (r *report) printChecks(w io.Writer) {
 	if r.cfg.real != nil {
 		target = fmt.Sprintf("the real Telegram, chat %d", r.cfg.real.chatID)
 	}
-	fmt.Fprintf(w, "sent to         %s\n", target)
+	fmt.Fprintf(w, "sent to         %s; MAX and SMS (Twilio) emulators; Mailpit (SMTP)\n", target)
 	if r.placeTook > 0 {
-		fmt.Fprintf(w, "orders          %d placed through POST /orders in %v\n", len(r.orders), r.placeTook.Round(time.Millisecond))
+		fmt.Fprintf(w, "orders          %d placed through POST /orders in %v", len(r.orders)-r.cfg.outageOrders, r.placeTook.Round(time.Millisecond))
+		if r.cfg.outageOrders > 0 {
+			fmt.Fprintf(w, "; %d more while Telegram was down", r.cfg.outageOrders)
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "dead letters    %s (from NOTIFY_DEAD)\n", r.deadByReason())
-	switch {
-	case r.emuStats != nil:
-		fmt.Fprintf(w, "429s received   %d (emulator stats; requests inside a pause: %d)\n", r.emuStats.RateLimited, r.emuStats.InAnyPause)
-	case r.workerStats != nil:
-		fmt.Fprintf(w, "429s received   %d (worker stats)\n", r.workerStats.RateLimited)
+	r.printPaths(w)
+	fmt.Fprintf(w, "dead letters    %s (from NOTIFY_DEAD: one per channel that gave up)\n", r.deadByReason())
+	if s := r.providers.TelegramStats; s != nil {
+		fmt.Fprintf(w, "429s received   %d (Telegram emulator; requests inside a pause: %d)\n", s.RateLimited, s.InAnyPause)
+	} else if ws := r.workerStats["telegram"]; ws != nil {
+		fmt.Fprintf(w, "429s received   %d (telegram worker)\n", ws.RateLimited)
 	}
 	if len(r.latencies) > 0 {
-		fmt.Fprintf(w, "latency         commit→delivery p50 %v, p99 %v, max %v over %d messages\n",
+		fmt.Fprintf(w, "latency         commit→delivery p50 %v, p99 %v, max %v over %d notifications\n",
 			system.Percentile(r.latencies, 50), system.Percentile(r.latencies, 99), system.Percentile(r.latencies, 100), len(r.latencies))
 		fmt.Fprintln(w, "                (a chat gets at most 1 message a second and a group 20 a minute: a customer's")
 		fmt.Fprintln(w, "                burst of orders waits its turn, and so does the whole burst at 30 a second)")
 	}
 	if peak, mean, span := r.sendRate(); span > 0 {
-		fmt.Fprintf(w, "send rate       peak %.1f/s, mean %.1f/s over %v (Telegram's limit: %d/s per bot)\n", peak, mean, span.Round(100*time.Millisecond), telegramBotLimit)
+		fmt.Fprintf(w, "send rate       Telegram peak %.1f/s, mean %.1f/s over %v (Telegram's limit: %d/s per bot)\n", peak, mean, span.Round(100*time.Millisecond), telegramBotLimit)
 	}
+	r.printShop(w)
 	fmt.Fprintln(w, "checks")
 	for _, c := range r.checks {
 		mark := "ok  "
@@ -377,6 +258,70 @@ func (r *report) printChecks(w io.Writer) {
 			}
 			fmt.Fprintf(w, "         %s\n", d)
 		}
+	}
+}
+
+// printPaths writes the deliveries per channel and, for each kind of order,
+// the ways its notifications went.
+func (r *report) printPaths(w io.Writer) {
+	byChannel := map[string]int{}
+	for _, rec := range r.records {
+		byChannel[rec.Channel]++
+	}
+	fmt.Fprintf(w, "deliveries      %s (notify_delivered records, by channel)\n", countText(byChannel, system.Channels()))
+	ways := map[kind]map[string]int{}
+	var kinds []kind
+	for _, o := range r.orders {
+		p := r.paths[o.order.ID]
+		if p == nil {
+			continue
+		}
+		if ways[o.kind] == nil {
+			ways[o.kind] = map[string]int{}
+			kinds = append(kinds, o.kind)
+		}
+		ways[o.kind][p.String()]++
+	}
+	fmt.Fprintln(w, "by kind         what became of each kind of order (channel: reason it gave up → …):")
+	for _, k := range kinds {
+		var parts []string
+		for _, way := range slices.Sorted(maps.Keys(ways[k])) {
+			parts = append(parts, fmt.Sprintf("%s ×%d", way, ways[k][way]))
+		}
+		fmt.Fprintf(w, "                %-50s %s\n", string(k)+":", strings.Join(parts, "; "))
+	}
+}
+
+// printShop shows, for one order of each kind, what the shop's
+// GET /orders/{id} says of its notification.
+func (r *report) printShop(w io.Writer) {
+	if len(r.statuses) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "the shop        GET /orders/{id} → \"notification\", one order of each kind:")
+	seen := map[kind]bool{}
+	for _, o := range r.orders {
+		st, ok := r.statuses[o.order.ID]
+		if !ok || seen[o.kind] {
+			continue
+		}
+		seen[o.kind] = true
+		n := st.Notification
+		line := fmt.Sprintf(`{"status":%q`, n.Status)
+		if n.Channel != "" {
+			line += fmt.Sprintf(`,"channel":%q`, n.Channel)
+		}
+		if n.Reason != "" {
+			line += fmt.Sprintf(`,"reason":%q`, n.Reason)
+		}
+		if n.At != nil {
+			line += fmt.Sprintf(`,"at":%q`, n.At.Format("15:04:05.000"))
+		}
+		way := ""
+		if p := r.paths[o.order.ID]; p != nil {
+			way = ": " + p.String()
+		}
+		fmt.Fprintf(w, "                %-12s %s}  (%s%s)\n", o.order.ID, line, o.kind, way)
 	}
 }
 
@@ -407,13 +352,13 @@ func (r *report) printEnd(w io.Writer) {
 	fmt.Fprintf(w, "RESULT: %s in %v\n", result, r.elapsed.Round(100*time.Millisecond))
 }
 
-// sendRate returns the peak and mean delivery rate between the first and the
-// last sample that saw a delivery.
+// sendRate returns the peak and mean Telegram delivery rate between the
+// first and the last sample that saw one.
 func (r *report) sendRate() (peak, mean float64, span time.Duration) {
 	var first, last *sample
 	for i := 1; i < len(r.samples); i++ {
 		prev, cur := &r.samples[i-1], &r.samples[i]
-		if cur.delivered == prev.delivered {
+		if cur.telegram == prev.telegram {
 			continue
 		}
 		if first == nil {
@@ -421,12 +366,12 @@ func (r *report) sendRate() (peak, mean float64, span time.Duration) {
 		}
 		last = cur
 		if dt := cur.at.Sub(prev.at).Seconds(); dt > 0 {
-			peak = max(peak, float64(cur.delivered-prev.delivered)/dt)
+			peak = max(peak, float64(cur.telegram-prev.telegram)/dt)
 		}
 	}
 	if first == nil {
 		return 0, 0, 0
 	}
 	span = last.at.Sub(first.at)
-	return peak, float64(last.delivered-first.delivered) / span.Seconds(), span
+	return peak, float64(last.telegram-first.telegram) / span.Seconds(), span
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/email"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
 )
 
 func testConfig() *config {
@@ -22,8 +25,9 @@ func TestPlanOrders(t *testing.T) {
 	if len(orders) != 100 {
 		t.Fatalf("orders: got %d, want 100", len(orders))
 	}
-	counts := map[string]int{}
+	counts := map[kind]int{}
 	ids := map[string]bool{}
+	repeats := 0
 	for _, o := range orders {
 		if ids[o.order.ID] {
 			t.Errorf("order id %s planned twice", o.order.ID)
@@ -32,28 +36,36 @@ func TestPlanOrders(t *testing.T) {
 		if err := o.order.Validate(); err != nil {
 			t.Errorf("order %s is invalid: %v", o.order.ID, err)
 		}
-		switch {
-		case o.want == deadLettered:
-			counts[o.wantReason]++
-		case o.order.ChatID == groupChat:
-			counts["group"]++
-			if o.wantChat != supergroupChat {
-				t.Errorf("group order %s: want chat %d, got %d", o.order.ID, supergroupChat, o.wantChat)
-			}
-		default:
-			counts["private"]++
-		}
+		counts[o.kind]++
 		if o.repeat != noRepeat {
-			counts["repeat"]++
+			repeats++
+		}
+		switch {
+		case o.kind == kindGroup && o.wantChat != supergroupChat:
+			t.Errorf("group order %s: want chat %d, got %d", o.order.ID, supergroupChat, o.wantChat)
+		case o.kind == kindBlocked || o.kind == kindBlockedMax:
+			if o.order.Email == "" || !slices.Contains(blockedChats, o.order.ChatID) || !slices.Equal(o.may, []string{"email"}) {
+				t.Errorf("blocked-chat order %s: %+v; want a blocked chat and an email, delivered by email", o.order.ID, o)
+			}
+		case o.kind == kindDeactivated && (o.want != deadLettered || o.order.Email != "" || o.order.Phone != ""):
+			t.Errorf("deactivated-chat order %s: %+v; want no other address, dead-lettered", o.order.ID, o)
 		}
 	}
-	for _, k := range []string{"blocked", "deactivated", "group", "private", "repeat"} {
+	for _, k := range []kind{kindTelegram, kindGroup, kindTelegramEmail, kindTelegramSMS, kindBlocked, kindBlockedMax, kindDeactivated, kindMax, kindEmail} {
 		if counts[k] == 0 {
-			t.Errorf("no %s order among %v", k, counts)
+			t.Errorf("no order of kind %q among %v", k, counts)
 		}
 	}
-	if again := planOrders(testConfig(), "T1"); again[42].order.ChatID != orders[42].order.ChatID {
+	if repeats == 0 {
+		t.Error("no repeated order")
+	}
+	if again := planOrders(testConfig(), "T1"); !again[42].order.Equal(orders[42].order) {
 		t.Error("the same seed planned different orders")
+	}
+	for _, o := range planOutageOrders(&config{outageOrders: 3, seed: 7}, "T1") {
+		if !o.outage || o.order.ChatID == 0 || o.order.Phone == "" || o.order.Email != "" || !slices.Equal(o.may, []string{"sms"}) {
+			t.Errorf("outage order %+v: want a chat and a phone only, delivered by SMS", o)
+		}
 	}
 }
 
@@ -62,32 +74,72 @@ func TestPlanOrdersRealTelegram(t *testing.T) {
 	c.orders = 5
 	c.real = &realTelegram{chatID: -42}
 	for _, o := range planOrders(c, "T2") {
-		if o.order.ChatID != -42 || o.wantChat != -42 || o.want != delivered {
-			t.Errorf("order %s: chat %d want %d outcome %v; every order must go to the real chat", o.order.ID, o.order.ChatID, o.wantChat, o.want)
+		if o.order.ChatID != -42 || o.wantChat != -42 || o.want != delivered || o.order.Email != "" || o.order.Phone != "" || o.order.MaxUserID != 0 {
+			t.Errorf("order %s: %+v; every order must go to the real chat only", o.order.ID, o.order)
 		}
 	}
 }
 
-// scenario builds a report of three orders: one private, one to the
-// migrated group, one to a blocked chat, all placed once, and the ideal
-// outcome; tests then spoil it.
+// scenario builds the report of five orders, each placed once, and their
+// ideal outcome: A-1 to a private chat, A-2 to the migrated group, A-3 to a
+// blocked chat with an email (delivered by email), A-4 to a deactivated
+// chat only (dead), A-5 during the outage with a phone (delivered by SMS);
+// tests then spoil it.
 func scenario() *report {
 	now := time.Now()
-	orders := []plannedOrder{
-		{order: shop.Order{ID: "A-1", ChatID: 1_000_001}, want: delivered, wantChat: 1_000_001},
-		{order: shop.Order{ID: "A-2", ChatID: groupChat}, want: delivered, wantChat: supergroupChat},
-		{order: shop.Order{ID: "A-3", ChatID: blockedChats[0]}, want: deadLettered, wantReason: "blocked"},
+	telegram := func(o shop.Order) plannedOrder {
+		return plannedOrder{order: o, kind: kindTelegram, want: delivered, may: []string{"telegram"}, wantChat: o.ChatID}
 	}
-	r := &report{cfg: testConfig(), orders: orders, placements: map[string]system.Placement{}, started: 5}
-	for _, o := range orders {
+	a1 := telegram(shop.Order{ID: "A-1", ChatID: 1_000_001})
+	a2 := telegram(shop.Order{ID: "A-2", ChatID: groupChat})
+	a2.kind, a2.wantChat = kindGroup, supergroupChat
+	a3 := plannedOrder{order: shop.Order{ID: "A-3", ChatID: blockedChats[0], Email: "ann.a-3@mail.example"}, kind: kindBlocked,
+		want: delivered, may: []string{"email"}, reasons: map[string][]string{"telegram": {"blocked"}}}
+	a4 := plannedOrder{order: shop.Order{ID: "A-4", ChatID: deactivatedChats[0]}, kind: kindDeactivated, want: deadLettered,
+		reasons: map[string][]string{"telegram": {"deactivated"}}}
+	a5 := plannedOrder{order: shop.Order{ID: "A-5", ChatID: 1_100_001, Phone: "+16660000001"}, kind: kindOutage, want: delivered,
+		may: []string{"sms"}, wantChat: 1_100_001, reasons: map[string][]string{"telegram": {reasonFallbackTimeout, reasonMaxAttempts}}, outage: true}
+	orders := []plannedOrder{a1, a2, a3, a4, a5}
+	c := testConfig()
+	c.outageOrders = 1
+	r := &report{cfg: c, orders: orders, placements: map[string]system.Placement{}, started: 11,
+		outageStart: now, outageEnd: now.Add(7 * time.Second), statuses: map[string]shop.PlacedOrder{}}
+	routes := map[string][]string{"A-1": {"telegram"}, "A-2": {"telegram"}, "A-3": {"telegram", "email"}, "A-4": {"telegram"}, "A-5": {"telegram", "sms"}}
+	for i, o := range orders {
+		key := shop.NotificationKey(o.order.ID)
 		r.placements[o.order.ID] = system.Placement{Created: 1, CreatedAt: now}
+		r.outbox = append(r.outbox, system.OutboxRow{ID: int64(i + 1), Key: key, Channel: "telegram", Route: routes[o.order.ID], Published: true})
 	}
-	r.messages = []emulator.Message{
-		{ChatID: 1_000_001, MessageID: 1, Text: "<b>Order A-1 accepted</b>\n…", Time: now.Add(time.Second)},
-		{ChatID: supergroupChat, MessageID: 1, Text: "<b>Order A-2 accepted</b>\n…", Time: now.Add(2 * time.Second)},
+	deliver := func(d system.Delivery, orderID string) {
+		d.OrderID, d.Key, d.At = orderID, shop.NotificationKey(orderID), now.Add(time.Second)
+		r.providers.Deliveries = append(r.providers.Deliveries, d)
+		r.records = append(r.records, delivery.DeliveryRecord{Key: d.Key, Channel: d.Channel, Recipient: d.Recipient})
+		r.events = append(r.events, system.Event{Event: delivery.Event{Key: d.Key, Event: delivery.EventDelivered, Channel: d.Channel}})
+		r.statuses[orderID] = shop.PlacedOrder{Notification: shop.NotificationStatus{Status: shop.StatusDelivered, Channel: d.Channel}}
 	}
-	r.dead = []system.DeadLetter{{Seq: 1, Key: shop.NotificationKey("A-3"), Reason: "blocked"}}
-	r.emuStats = &emulator.Stats{}
+	giveUp := func(orderID, channel, reason, next string) {
+		key := shop.NotificationKey(orderID)
+		r.dead = append(r.dead, system.DeadLetter{Seq: uint64(len(r.dead) + 1), Key: key, Reason: reason,
+			Subject: "dead.notify." + channel + "." + reason + ".x"})
+		ev := delivery.Event{Key: key, Event: delivery.EventFallback, Channel: channel, Next: next, Reason: reason}
+		if next == "" {
+			ev.Event = delivery.EventDead
+			r.statuses[orderID] = shop.PlacedOrder{Notification: shop.NotificationStatus{Status: shop.StatusDead, Channel: channel, Reason: reason}}
+		}
+		r.events = append(r.events, system.Event{Event: ev})
+	}
+	deliver(system.Delivery{Channel: "telegram", Recipient: "1000001", Text: "<b>Order A-1 accepted</b>"}, "A-1")
+	deliver(system.Delivery{Channel: "telegram", Recipient: "-1005001"}, "A-2")
+	giveUp("A-3", "telegram", "blocked", "email")
+	deliver(system.Delivery{Channel: "email", Address: "ann.a-3@mail.example", Subject: "Order A-3 accepted",
+		Ref: email.MessageID(shop.NotificationKey("A-3"), mailDomain)}, "A-3")
+	giveUp("A-4", "telegram", "deactivated", "")
+	giveUp("A-5", "telegram", reasonFallbackTimeout, "sms")
+	deliver(system.Delivery{Channel: "sms", Address: "+16660000001"}, "A-5")
+	r.providers.TelegramStats = &emulator.Stats{}
+	for _, ch := range system.Channels() {
+		r.backlogs = append(r.backlogs, system.Backlog{Channel: ch})
+	}
 	return r
 }
 
@@ -101,6 +153,16 @@ func failedChecks(r *report) []string {
 	return out
 }
 
+// copyOf returns the index of order id's copy on channel in r's deliveries.
+func copyOf(r *report, id, channel string) int {
+	for i, d := range r.providers.Deliveries {
+		if d.OrderID == id && d.Channel == channel {
+			return i
+		}
+	}
+	panic("no copy of " + id + " on " + channel)
+}
+
 func TestReportChecks(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -108,21 +170,43 @@ func TestReportChecks(t *testing.T) {
 		want  string // in a failed check; empty: everything passes
 	}{
 		{"all good", func(*report) {}, ""},
-		{"duplicate message", func(r *report) { r.messages = append(r.messages, r.messages[0]) }, "A-1: delivered 2 times"},
-		{"missing message", func(r *report) { r.messages = r.messages[1:] }, "A-1: never delivered"},
-		{"wrong chat", func(r *report) { r.messages[1].ChatID = groupChat }, "A-2: delivered to chat -5001"},
-		{"message to a dead chat", func(r *report) {
-			r.messages = append(r.messages, emulator.Message{ChatID: blockedChats[0], Text: "<b>Order A-3 accepted</b>"})
-		}, "A-3: chat 9000001 is dead"},
-		{"stranger message", func(r *report) { r.messages = append(r.messages, emulator.Message{ChatID: 5, Text: "hello"}) }, "not from an order"},
-		{"missing dead letter", func(r *report) { r.dead = nil }, "0 dead letters, want 1"},
-		{"wrong reason", func(r *report) { r.dead[0].Reason = "max_attempts" }, "want blocked"},
-		{"delivered order dead-lettered", func(r *report) {
-			r.dead = append(r.dead, system.DeadLetter{Seq: 2, Key: shop.NotificationKey("A-1"), Reason: "max_attempts"})
-		}, "want delivered"},
-		{"request inside a pause", func(r *report) { r.emuStats.InAnyPause = 1 }, "inside a 429 pause"},
+		{"duplicate message", func(r *report) {
+			r.providers.Deliveries = append(r.providers.Deliveries, r.providers.Deliveries[copyOf(r, "A-1", "telegram")])
+		}, "A-1: 2 copies (telegram, telegram)"},
+		{"a second channel delivered it too", func(r *report) {
+			d := r.providers.Deliveries[copyOf(r, "A-3", "email")]
+			d.Channel, d.Recipient = "sms", "p1"
+			r.providers.Deliveries = append(r.providers.Deliveries, d)
+		}, "A-3: 2 copies (email, sms)"},
+		{"missing message", func(r *report) {
+			r.providers.Deliveries = slices.Delete(r.providers.Deliveries, copyOf(r, "A-1", "telegram"), copyOf(r, "A-1", "telegram")+1)
+		}, "A-1 (Telegram chat): telegram neither delivered it nor gave up"},
+		{"wrong chat", func(r *report) { r.providers.Deliveries[copyOf(r, "A-2", "telegram")].Recipient = "-5001" }, "A-2: delivered to chat -5001"},
+		{"message to a blocked chat", func(r *report) {
+			r.providers.Deliveries = append(r.providers.Deliveries, system.Delivery{Channel: "telegram", Recipient: "9000001",
+				OrderID: "A-3", Key: shop.NotificationKey("A-3")})
+		}, "A-3: delivered by telegram and dead-lettered there as blocked"},
+		{"stranger message", func(r *report) {
+			r.providers.Deliveries = append(r.providers.Deliveries, system.Delivery{Channel: "telegram", Recipient: "5", Text: "hello"})
+		}, "1 unexpected"},
+		{"missing dead letter", func(r *report) { r.dead = r.dead[1:] }, "A-3 (blocked Telegram chat + email): telegram neither delivered it nor gave up"},
+		{"wrong reason", func(r *report) { r.dead[0].Reason = "max_attempts" }, "telegram gave up as max_attempts, want blocked"},
+		{"no dead event", func(r *report) {
+			r.events = slices.DeleteFunc(r.events, func(e system.Event) bool { return e.Event.Event == delivery.EventDead })
+		}, "A-4 (deactivated Telegram chat, no other address): 0 dead events, want 1"},
+		{"outage order delivered by Telegram", func(r *report) {
+			i := copyOf(r, "A-5", "sms")
+			r.providers.Deliveries[i].Channel, r.providers.Deliveries[i].Recipient = "telegram", "1100001"
+		}, "a Telegram copy"},
+		{"Message-ID not from the key", func(r *report) { r.providers.Deliveries[copyOf(r, "A-3", "email")].Ref = "x@shop.example" }, "A-3: Message-ID x@shop.example"},
+		{"email to another address", func(r *report) { r.providers.Deliveries[copyOf(r, "A-3", "email")].Address = "bob@mail.example" }, "A-3: emailed to bob@mail.example"},
+		{"record names another channel", func(r *report) { r.records[0].Channel = "max" }, "A-1: delivered by telegram, the record says max"},
+		{"shop shows another status", func(r *report) {
+			r.statuses["A-3"] = shop.PlacedOrder{Notification: shop.NotificationStatus{Status: shop.StatusPending, Channel: "email"}}
+		}, "A-3: the shop says pending/email, want delivered/email"},
+		{"request inside a pause", func(r *report) { r.providers.TelegramStats.InAnyPause = 1 }, "inside a 429 pause"},
 		{"created twice", func(r *report) { r.placements["A-1"] = system.Placement{Created: 2, CreatedAt: time.Now()} }, "created 2 times"},
-		{"not drained", func(r *report) { r.ackPending = 3 }, "3 unacknowledged"},
+		{"not drained", func(r *report) { r.backlogs[2].AckPending = 3 }, "email 0 pending, 3 unacknowledged"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,7 +240,8 @@ func TestReportProcessesFail(t *testing.T) {
 	}
 	var out bytes.Buffer
 	r.print(&out)
-	for _, want := range []string{"RESULT: FAIL", "still running: shop (pid 1)", "dead letters    blocked 1"} {
+	for _, want := range []string{"RESULT: FAIL", "still running: shop (pid 1)", "dead letters    blocked 1, deactivated 1, fallback_timeout 1",
+		"deliveries      telegram 2, email 1, sms 1", "telegram: blocked → email ×1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}

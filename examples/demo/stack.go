@@ -30,20 +30,62 @@ var (
 	deactivatedChats = []int64{9000003}
 )
 
+// The fallback channels' providers: test credentials only ever sent to the
+// emulators.
+const (
+	// maxToken is the bot token the MAX emulator accepts.
+	maxToken = "DEMO-max-emulator-token"
+	// twilioSID and twilioToken are the SMS emulator's test account.
+	twilioSID   = "AC00000000000000000000000000000000"
+	twilioToken = "emulator-auth-token"
+	// smsFrom is the shop's sender number.
+	smsFrom = "+15005550006"
+	// mailFrom is the shop's sender address; mailDomain the right-hand
+	// side of every Message-ID.
+	mailFrom   = "Demo Shop <orders@shop.example>"
+	mailDomain = "shop.example"
+)
+
+// maxBlockedUsers are MAX users who stopped the bot: MAX answers 403 and the
+// max worker moves their notifications on.
+var maxBlockedUsers = []int64{7000001}
+
+// Settings the demo gives the workers so that fallback shows within a
+// minute: production keeps a notification on Telegram for 2 minutes before
+// the next channel gets it; the SMS sender releases 10 segments a second
+// (an international long code) instead of 1, and the email worker sends 20
+// a second instead of 5.
+const (
+	demoFallbackAfter     = "5s"
+	demoSMSSegmentsPerSec = "10"
+	demoEmailRate         = "20"
+)
+
 // stack is the running system.
 type stack struct {
 	sup *procs.Supervisor
 
-	natsURL      string
-	natsMonitor  string
-	emulatorURL  string // empty with the real Telegram
-	workerURL    string
+	natsURL     string
+	natsMonitor string
+	emulatorURL string // the Telegram emulator; empty with the real Telegram
+	maxURL      string
+	smsURL      string
+	mailpitURL  string // Mailpit's web UI and REST API
+	smtpAddr    string
+	// workerURLs are each channel worker's HTTP endpoints, by channel.
+	workerURLs   map[string]string
 	publisherURL string
 	shopURL      string
+	shopDB       string // the shop's database, with the outbox
 
 	// stopOrder is the order in which the processes are stopped: the
 	// application first, NATS last.
 	stopOrder []*procs.Process
+}
+
+// destinations are where the providers record what they accepted.
+func (s *stack) destinations() system.Destinations {
+	return system.Destinations{Telegram: s.emulatorURL, Max: s.maxURL, SMS: s.smsURL, Mailpit: s.mailpitURL}
 }
 
 // startStack starts every process and waits until each is ready.
@@ -52,18 +94,26 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{sup: sup}
+	s := &stack{sup: sup, workerURLs: map[string]string{}}
 	d.stack = s
 	dataDir := filepath.Join(d.cfg.dir, "data")
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, err
 	}
 	db := filepath.Join(dataDir, "shop.db")
+	s.shopDB = db
 	clean := system.CleanEnv()
+	var started []*procs.Process // in start order
+	start := func(nports int, build func(ports []int) (procs.Spec, string, error)) error {
+		p, err := d.startProcess(ctx, nports, build)
+		if p != nil {
+			started = append(started, p)
+		}
+		return err
+	}
 
 	// NATS, from the committed configuration with demo addresses.
-	var natsProc *procs.Process
-	natsProc, err = d.startProcess(ctx, 2, func(ports []int) (procs.Spec, string, error) {
+	err = start(2, func(ports []int) (procs.Spec, string, error) {
 		conf := filepath.Join(d.cfg.dir, "nats-server.conf")
 		if err := system.WriteNATSConfig(d.cfg.natsConfig, conf, system.NATSConfig{ClientPort: ports[0], MonitorPort: ports[1], StoreDir: filepath.Join(dataDir, "nats")}); err != nil {
 			return procs.Spec{}, "", err
@@ -77,12 +127,13 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 		return s, err
 	}
 
-	var emuProc *procs.Process
+	// The providers: the Telegram emulator (unless the real one), the MAX
+	// and SMS emulators, Mailpit.
 	apiURL := ""
 	var workerEnv []string
 	workerUnset := clean
 	if d.cfg.real == nil {
-		emuProc, err = d.startProcess(ctx, 1, func(ports []int) (procs.Spec, string, error) {
+		err = start(1, func(ports []int) (procs.Spec, string, error) {
 			s.emulatorURL = "http://" + procs.Addr(ports[0])
 			args := []string{
 				"-http", procs.Addr(ports[0]),
@@ -109,32 +160,80 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 		// an argument or a log.
 		workerUnset = without(clean, "TELEGRAM_BOT_TOKEN")
 	}
-
-	workerProc, err := d.startProcess(ctx, 1, func(ports []int) (procs.Spec, string, error) {
-		s.workerURL = "http://" + procs.Addr(ports[0])
-		args := []string{
-			"-nats", s.natsURL,
-			"-telegram-api", apiURL,
-			"-http", procs.Addr(ports[0]),
-			"-stats-interval", "1s",
+	err = start(1, func(ports []int) (procs.Spec, string, error) {
+		s.maxURL = "http://" + procs.Addr(ports[0])
+		blocked := make([]string, len(maxBlockedUsers))
+		for i, u := range maxBlockedUsers {
+			blocked[i] = "u" + strconv.FormatInt(u, 10)
 		}
-		return procs.Spec{Name: "telegram-worker", Path: d.binPath("telegram-worker"), Args: args, Env: workerEnv, Unset: workerUnset},
-			s.workerURL + "/readyz", nil
+		args := []string{"-http", procs.Addr(ports[0]), "-token", maxToken, "-blocked", strings.Join(blocked, ","),
+			"-latency", d.cfg.apiLatency.String(), "-seed", strconv.FormatInt(d.cfg.seed, 10)}
+		return procs.Spec{Name: "max-emulator", Path: d.binPath("max-emulator"), Args: args, Unset: clean},
+			s.maxURL + "/emulator/healthz", nil
+	})
+	if err != nil {
+		return s, err
+	}
+	err = start(1, func(ports []int) (procs.Spec, string, error) {
+		s.smsURL = "http://" + procs.Addr(ports[0])
+		args := []string{"-http", procs.Addr(ports[0]), "-account-sid", twilioSID, "-auth-token", twilioToken,
+			"-segments-per-second", demoSMSSegmentsPerSec, "-latency", d.cfg.apiLatency.String(), "-seed", strconv.FormatInt(d.cfg.seed, 10)}
+		return procs.Spec{Name: "sms-emulator", Path: d.binPath("sms-emulator"), Args: args, Unset: clean},
+			s.smsURL + "/emulator/healthz", nil
+	})
+	if err != nil {
+		return s, err
+	}
+	err = start(2, func(ports []int) (procs.Spec, string, error) {
+		s.smtpAddr, s.mailpitURL = procs.Addr(ports[0]), "http://"+procs.Addr(ports[1])
+		args := system.MailpitArgs(s.smtpAddr, procs.Addr(ports[1]), filepath.Join(dataDir, "mailpit.db"))
+		return procs.Spec{Name: "mailpit", Path: d.binPath("mailpit"), Args: args, Unset: clean}, s.mailpitURL + "/readyz", nil
 	})
 	if err != nil {
 		return s, err
 	}
 
-	shopProc, err := d.startProcess(ctx, 1, func(ports []int) (procs.Spec, string, error) {
+	// The channel workers.
+	workers := []struct {
+		channel string
+		args    []string
+		env     []string
+		unset   []string
+	}{
+		{"telegram", []string{"-telegram-api", apiURL}, workerEnv, workerUnset},
+		{"max", []string{"-max-api", s.maxURL}, []string{"MAX_BOT_TOKEN=" + maxToken}, clean},
+		{"email", []string{"-smtp", s.smtpAddr, "-smtp-tls", "none", "-from", mailFrom, "-message-id-domain", mailDomain,
+			"-rate", demoEmailRate}, nil, clean},
+		{"sms", []string{"-sms-api", s.smsURL, "-from", smsFrom, "-segments-per-second", demoSMSSegmentsPerSec},
+			[]string{"TWILIO_ACCOUNT_SID=" + twilioSID, "TWILIO_AUTH_TOKEN=" + twilioToken}, clean},
+	}
+	if d.cfg.real == nil {
+		workers[0].args = append(workers[0].args, "-fallback-after-transactional", demoFallbackAfter)
+	}
+	for _, w := range workers {
+		name := w.channel + "-worker"
+		err = start(1, func(ports []int) (procs.Spec, string, error) {
+			url := "http://" + procs.Addr(ports[0])
+			s.workerURLs[w.channel] = url
+			args := append([]string{"-nats", s.natsURL, "-http", procs.Addr(ports[0]), "-stats-interval", "1s"}, w.args...)
+			return procs.Spec{Name: name, Path: d.binPath(name), Args: args, Env: w.env, Unset: w.unset}, url + "/readyz", nil
+		})
+		if err != nil {
+			return s, err
+		}
+	}
+
+	// The shop follows the pipeline's events (-nats), so GET /orders/{id}
+	// tells what became of each notification.
+	err = start(1, func(ports []int) (procs.Spec, string, error) {
 		s.shopURL = "http://" + procs.Addr(ports[0])
-		return procs.Spec{Name: "shop", Path: d.binPath("shop"), Args: []string{"-db", db, "-http", procs.Addr(ports[0])}, Unset: clean},
+		return procs.Spec{Name: "shop", Path: d.binPath("shop"), Args: []string{"-db", db, "-http", procs.Addr(ports[0]), "-nats", s.natsURL}, Unset: clean},
 			s.shopURL + "/healthz", nil
 	})
 	if err != nil {
 		return s, err
 	}
-
-	pubProc, err := d.startProcess(ctx, 1, func(ports []int) (procs.Spec, string, error) {
+	err = start(1, func(ports []int) (procs.Spec, string, error) {
 		s.publisherURL = "http://" + procs.Addr(ports[0])
 		args := []string{"-db", db, "-nats", s.natsURL, "-http", procs.Addr(ports[0])}
 		return procs.Spec{Name: "publisher", Path: d.binPath("publisher"), Args: args, Unset: clean},
@@ -144,11 +243,11 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 		return s, err
 	}
 
-	s.stopOrder = []*procs.Process{shopProc, pubProc, workerProc}
-	if emuProc != nil {
-		s.stopOrder = append(s.stopOrder, emuProc)
+	// Stop the application first, then the workers, the providers, NATS
+	// last: the reverse of the start.
+	for i := len(started) - 1; i >= 0; i-- {
+		s.stopOrder = append(s.stopOrder, started[i])
 	}
-	s.stopOrder = append(s.stopOrder, natsProc)
 	return s, nil
 }
 

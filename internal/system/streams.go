@@ -61,18 +61,23 @@ func NotificationsInStream(ctx context.Context, js natsjs.JetStream) (uint64, er
 }
 
 // Drained reports whether the pipeline is empty: NOTIFY holds at least want
-// notifications, and the worker's consumer has nothing pending or
-// unacknowledged.
+// notifications (over every channel; a notification handed to the next
+// channel of its route counts once per channel), and no channel's consumer
+// has anything pending or unacknowledged.
 func Drained(ctx context.Context, js natsjs.JetStream, want uint64) (bool, error) {
-	inStream, err := NotificationsInStream(ctx, js)
+	var inStream uint64
+	for _, f := range channelFilters() {
+		n, err := SubjectCount(ctx, js, jetstream.StreamNotify, f)
+		if err != nil {
+			return false, err
+		}
+		inStream += n
+	}
+	bs, err := Backlogs(ctx, js)
 	if err != nil {
 		return false, err
 	}
-	info, err := ConsumerInfo(ctx, js)
-	if err != nil {
-		return false, err
-	}
-	return inStream >= want && info.NumPending == 0 && info.NumAckPending == 0, nil
+	return inStream >= want && Empty(bs), nil
 }
 
 // DeadLetters reads every message of NOTIFY_DEAD.

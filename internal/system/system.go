@@ -1,15 +1,18 @@
 // Package system holds what the demo (examples/demo) and the chaos harness
 // (tools/internal/chaos) share about running the whole tgnotify system as
 // real processes: the nats-server configuration derived from the shipped
-// file, the environment the children must not inherit, and reading the
-// system's state back — the daemons' JSON and Prometheus endpoints, the
-// worker's consumer, the NOTIFY and NOTIFY_DEAD streams and the delivery
-// records.
+// file, Mailpit's command line, the environment the children must not
+// inherit, and reading the system's state back — the daemons' JSON and
+// Prometheus endpoints, every channel's consumer, the NOTIFY and
+// NOTIFY_DEAD streams, the pipeline's events, the delivery records, the
+// outbox, and what each provider (the Bot API, MAX and SMS emulators,
+// Mailpit) accepted.
 //
 // Process supervision itself is internal/procs.
 package system
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,6 +130,37 @@ func GetJSON(ctx context.Context, c *http.Client, url string, v any) error {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		return fmt.Errorf("decoding %s: %w", url, err)
+	}
+	return nil
+}
+
+// SendJSON makes a request with method to url, with body encoded as JSON
+// (no body when nil): the emulators' control endpoints. A status other than
+// 2xx is an error that quotes the answer.
+func SendJSON(ctx context.Context, c *http.Client, method, url string, body any) error {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, bytes.TrimSpace(b))
 	}
 	return nil
 }

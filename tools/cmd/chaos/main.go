@@ -1,10 +1,14 @@
 // Command chaos runs the fault-injection suite: the real binaries of the
-// system under a seeded schedule of process kills, nats-server restarts,
-// Telegram outages, 429 storms and blocked chats, while thousands of orders
-// are placed; then it checks that every order was delivered once (or
-// dead-lettered with a reason) and in order, and prints the figures. It is
-// what `make chaos` runs; the logic is tools/internal/chaos and
-// docs/RELIABILITY.md describes it.
+// system — the telegram worker and the max, email and sms workers behind
+// their providers (the Bot API, MAX and SMS emulators and Mailpit) — under a
+// seeded schedule of process kills, nats-server and Mailpit restarts,
+// provider outages (some longer than fallback_after), 429 storms and
+// blocked chats, while thousands of orders are placed, a share of them with
+// an email, a phone or a MAX user so that their route falls back; then it
+// checks that every order was delivered by exactly one channel (or
+// dead-lettered on every channel of its route) and in order per recipient,
+// and prints the figures. It is what `make chaos` runs; the logic is
+// tools/internal/chaos and docs/RELIABILITY.md describes it.
 //
 //	chaos [-seed N] [-duration 25m] [-dir .chaos] [-bin ./bin] [-v]
 //
@@ -112,11 +116,19 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (ch
 	fs.Float64Var(&c.RepeatFraction, "repeat", c.RepeatFraction, "fraction of orders posted twice at once")
 	fs.Float64Var(&c.LateRepeatFraction, "late-repeat", c.LateRepeatFraction, "fraction of orders posted again after the faults")
 	fs.IntVar(&c.RuntimeBlocks, "blocks", c.RuntimeBlocks, "chats that block the bot during the run")
+	fs.Float64Var(&c.EmailShare, "email-share", c.EmailShare, "fraction of customers with an email address besides their chat")
+	fs.Float64Var(&c.PhoneShare, "phone-share", c.PhoneShare, "fraction of customers with a phone number besides their chat")
+	fs.Float64Var(&c.MaxShare, "max-share", c.MaxShare, "fraction of customers with a MAX user besides their chat")
+	fs.DurationVar(&c.Channels.FallbackAfter, "fallback-after", c.Channels.FallbackAfter, "every worker's -fallback-after-transactional: how long a notification stays on a channel before it moves to the next of its route")
 	fs.DurationVar(&c.PublisherKillEvery, "publisher-kill-every", c.PublisherKillEvery, "mean interval between SIGKILLs of the publisher")
 	fs.DurationVar(&c.WorkerKillEvery, "worker-kill-every", c.WorkerKillEvery, "mean interval between SIGKILLs of a worker")
 	fs.DurationVar(&c.NATSRestartEvery, "nats-restart-every", c.NATSRestartEvery, "mean interval between nats-server restarts")
 	fs.Float64Var(&c.HardNATSFraction, "hard-nats", c.HardNATSFraction, "fraction of nats-server restarts done with SIGKILL")
 	fs.DurationVar(&c.TelegramFaultEvery, "telegram-fault-every", c.TelegramFaultEvery, "mean gap between Telegram outages and 429 storms")
+	fs.Float64Var(&c.LongOutageFraction, "long-outages", c.LongOutageFraction, "fraction of Telegram outages that last longer than -fallback-after")
+	fs.DurationVar(&c.ChannelWorkerKillEvery, "channel-worker-kill-every", c.ChannelWorkerKillEvery, "mean interval between SIGKILLs of the max, email or sms worker")
+	fs.DurationVar(&c.MailpitRestartEvery, "mailpit-restart-every", c.MailpitRestartEvery, "mean interval between stops of Mailpit, the SMTP server")
+	fs.DurationVar(&c.ProviderFaultEvery, "provider-fault-every", c.ProviderFaultEvery, "mean gap between outages and 429 pauses of the MAX and SMS emulators")
 	fs.DurationVar(&c.StandbyOn, "standby-on", c.StandbyOn, "mean span with a hot standby worker")
 	fs.DurationVar(&c.StandbyOff, "standby-off", c.StandbyOff, "mean span without one")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long the system may take to drain after the faults")
@@ -128,11 +140,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (ch
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: chaos [flags]
 
-Runs nats-server, the Bot API emulator, the shop, the publisher and the
-telegram worker(s) as real processes, places orders while killing,
-restarting and breaking them on a seeded schedule, then checks that every
-order was delivered exactly once (or dead-lettered with a reason) and in
-order, and prints the figures. CHAOS_SHORT=1 selects the short run (a few
+Runs nats-server, the Bot API, MAX and SMS emulators, Mailpit, the shop, the
+publisher, the telegram worker(s) and the max, email and sms workers as real
+processes, places orders (some with an email, a phone or a MAX user, so that
+they fall back along their route) while killing, restarting and breaking them
+on a seeded schedule, then checks that every order was delivered by exactly
+one channel (or dead-lettered on every channel of its route) and in order per
+recipient, and prints the figures. CHAOS_SHORT=1 selects the short run (a few
 minutes); the default is the long run. Exit status 0 when every check held.
 
 `)

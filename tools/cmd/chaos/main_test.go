@@ -15,7 +15,8 @@ import (
 func fakeBin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, name := range []string{"nats-server", "botapi-emulator", "shop", "publisher", "telegram-worker"} {
+	for _, name := range []string{"nats-server", "botapi-emulator", "max-emulator", "sms-emulator", "mailpit", "shop", "publisher",
+		"telegram-worker", "max-worker", "email-worker", "sms-worker"} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -54,6 +55,8 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"-duration", "1s"}, nil, "-duration"},
 		{[]string{"-orders-per-chat", "1"}, nil, "-orders-per-chat"},
 		{[]string{"-hard-nats", "2"}, nil, "-hard-nats"},
+		{[]string{"-email-share", "1.5"}, nil, "-email-share"},
+		{[]string{"-fallback-after", "0s"}, nil, "-fallback-after"},
 		{nil, map[string]string{"CHAOS_SHORT": "yes please"}, "CHAOS_SHORT"},
 		{[]string{"extra"}, nil, "unexpected arguments"},
 	} {

@@ -3,37 +3,53 @@ package chaos
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/email"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	maxemu "github.com/tgnotify/tgnotify/pkg/maxapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/notify"
+	smsemu "github.com/tgnotify/tgnotify/pkg/twilio/emulator"
 )
 
 // Observed is everything the checks look at: the plan, what the shop
-// answered, the final state of the outbox, the streams, the consumer and the
-// emulator, and what the fault runner did.
+// answered, the final state of the outbox, the streams, the consumers and
+// the providers (the Bot API, MAX and SMS emulators and Mailpit), and what
+// the fault runner did.
 type Observed struct {
 	Plan       Plan
 	Placements map[string]system.Placement
-	Outbox     []OutboxRow
-	Stream     []StreamMsg
-	Dead       []system.DeadLetter
-	Messages   []emulator.Message
-	Emulator   emulator.Stats
-	// Pending and AckPending are the consumer's counts at the end.
-	Pending, AckPending uint64
-	Kills               []KillRecord
-	NATSRestarts        []NATSRestart
-	Outages             []OutageRecord
-	Pauses              []PauseRecord
-	Blocks              map[int64]time.Time
-	Standby             int
-	Worker              WorkerSettings
+	Outbox     []system.OutboxRow
+	// Stream is every notification in NOTIFY: the originals and the
+	// copies handed to the next channel of their route.
+	Stream []system.StreamNotification
+	// Events are the delivered, fallback and dead events in NOTIFY.
+	Events []system.Event
+	Dead   []system.DeadLetter
+	// Deliveries are the copies every provider accepted.
+	Deliveries  []system.Delivery
+	Emulator    emulator.Stats
+	MaxEmulator maxemu.Stats
+	SMSEmulator smsemu.Stats
+	// Backlogs are the channels' consumers at the end.
+	Backlogs        []system.Backlog
+	Kills           []KillRecord
+	NATSRestarts    []NATSRestart
+	MailpitRestarts []MailpitRestart
+	Outages         []OutageRecord
+	ProviderFaults  []ProviderFaultRecord
+	Pauses          []PauseRecord
+	Blocks          map[int64]time.Time
+	Standby         int
+	Worker          WorkerSettings
 	// Problems are fault actions that could not be carried out and
 	// collection errors; Failures are processes that ended by themselves.
 	Problems []string
@@ -57,12 +73,17 @@ type Check struct {
 // Duplicate causes.
 const (
 	// CauseAnswerDropped: the first copy was delivered and its answer
-	// dropped (deliver-drop), so the worker retried.
-	CauseAnswerDropped = "answer dropped by Telegram (deliver-drop)"
-	// CauseWorkerKilled: a worker was SIGKILLed after Telegram accepted the
-	// first copy and before the copy was recorded: the window the design
-	// cannot close.
+	// dropped (deliver-drop), so the worker retried, or moved on to the
+	// next channel.
+	CauseAnswerDropped = "answer dropped by the provider (deliver-drop)"
+	// CauseWorkerKilled: a worker of the first copy's channel was
+	// SIGKILLed after the provider accepted the copy and before the copy
+	// was recorded: the window the design cannot close.
 	CauseWorkerKilled = "worker SIGKILLed between the copies (accepted, not yet recorded)"
+	// CauseSMTPStopped: Mailpit was stopped after it took the message and
+	// before its answer to the final dot reached the email worker, which
+	// sent it again.
+	CauseSMTPStopped = "Mailpit stopped before its answer reached the worker"
 )
 
 // Figures are the numbers of a run.
@@ -70,29 +91,52 @@ type Figures struct {
 	Orders, Accepted, Posts, Repeats int
 	Chats                            int
 	PublisherKills, WorkerKills      int
+	ChannelWorkerKills               int
 	KillsBy                          map[string]int
 	NATSRestarts, HardNATSRestarts   int
+	MailpitRestarts, HardMailpit     int
 	Outages                          map[string]int
+	LongOutages                      int
+	ProviderFaults                   map[string]int
 	Pauses, Blocks, StandbyStarts    int
-	Delivered, DeliveredOnce         int
-	DeadByReason                     map[string]int
-	StreamMsgs                       int
-	// Duplicates counts extra copies at Telegram by cause. KillGaps are,
-	// for each explained by a worker kill, the kill's time minus the
-	// accepted copy's (negative: the request was on the wire as the worker
-	// died).
+	// Delivered counts the orders delivered; DeliveredBy by the channel
+	// that delivered them; DeliveredOnce those with exactly one copy over
+	// every provider and no give-up on the delivering channel.
+	Delivered, DeliveredOnce int
+	DeliveredBy              map[string]int
+	// DeadOrders counts the orders no channel could deliver.
+	DeadOrders int
+	// Fallbacks counts moves to the next channel, by "from→to reason".
+	Fallbacks    map[string]int
+	DeadByReason map[string]int
+	// Events counts the pipeline's events by name (delivered, fallback,
+	// dead); DeliveredNoEvent the orders delivered without a delivered
+	// event, which the application then never hears of.
+	Events           map[string]int
+	DeliveredNoEvent []string
+	// HandedOnUndead counts channels that handed a notification on
+	// without its dead letter (a worker killed in between, and the next
+	// channel delivered first).
+	HandedOnUndead int
+	StreamMsgs     int
+	// Duplicates counts extra copies over every provider by cause.
+	// KillGaps are, for each explained by a worker kill, the kill's time
+	// minus the accepted copy's (negative: the request was on the wire as
+	// the worker died).
 	Duplicates map[string]int
 	KillGaps   []time.Duration
 	// DuplicateLog describes every extra copy with its cause.
 	DuplicateLog []string
-	// DeliveredAndDead counts orders delivered and later dead-lettered
-	// (the answer of the delivery was lost), by cause.
+	// DeliveredAndDead counts channels that delivered a notification and
+	// then gave up on it (the answer was lost), by cause.
 	DeliveredAndDead map[string]int
 	OrderViolations  int
-	Latency          []time.Duration // commit → first copy at Telegram
+	Latency          []time.Duration // commit → first copy
 	OutageFailing    int64
 	OutageBound      int64
 	Emulator         emulator.Stats
+	MaxEmulator      maxemu.Stats
+	SMSEmulator      smsemu.Stats
 }
 
 // Result is the outcome of the checks.
@@ -111,29 +155,46 @@ func (r Result) Passed() bool {
 	return len(r.Checks) > 0
 }
 
-// orderInText finds the order id in an "order accepted" message.
-var orderInText = regexp.MustCompile(`^<b>Order (\S+) accepted</b>`)
-
 // expectation is what must become of one accepted order.
 type expectation struct {
-	order  PlannedOrder
-	key    string
-	chat   int64 // the order's chat
-	target int64 // where its message must arrive
-	// deadReason, when set, is the only acceptable outcome: one dead
-	// letter with that reason and no message.
-	deadReason string
-	// blockedAt is set for a chat blocked during the run: delivered before
-	// it, or dead-lettered as blocked.
+	order PlannedOrder
+	key   string
+	chat  int64 // the order's chat
+	// target is where a Telegram copy must arrive (the supergroup for the
+	// migrated group).
+	target int64
+	// tokens are the order's recipients by channel (subject tokens).
+	tokens map[string]string
+	// route is the notification's route, from its outbox row.
+	route []string
+	// blockedAt is set for a chat blocked during the run.
 	blockedAt time.Time
 	outboxID  int64
 	createdAt time.Time
 }
 
+// hop is a channel giving up on a notification.
+type hop struct {
+	channel, reason string
+	at              time.Time
+	// undead: handed on without a dead letter.
+	undead bool
+}
+
 // outcome is what became of one order.
 type outcome struct {
-	copies []emulator.Message
-	dead   []system.DeadLetter
+	// copies are its copies at every provider, by time.
+	copies []system.Delivery
+	// dead are its dead letters by channel.
+	dead map[string][]system.DeadLetter
+	// handedOn are the copies handed to the next channel, by the channel
+	// they came from.
+	handedOn   map[string]system.StreamNotification
+	deadEvents int
+	// Computed by the walk along the route.
+	gaveUp []hop
+	by     string // the channel that delivered it; "" if none did
+	isDead bool   // every channel of its route gave up
 }
 
 // Evaluate runs every check over o.
@@ -141,14 +202,17 @@ func Evaluate(o Observed) Result {
 	var r Result
 	f := &r.Figures
 	f.Orders = len(o.Plan.Orders)
-	f.Emulator = o.Emulator
+	f.Emulator, f.MaxEmulator, f.SMSEmulator = o.Emulator, o.MaxEmulator, o.SMSEmulator
 	f.KillsBy = map[string]int{}
 	for _, k := range o.Kills {
 		f.KillsBy[k.Process]++
-		if k.Process == namePublisher {
+		switch {
+		case k.Process == namePublisher:
 			f.PublisherKills++
-		} else {
+		case workerOf(k.Process, "telegram"):
 			f.WorkerKills++
+		default:
+			f.ChannelWorkerKills++
 		}
 	}
 	f.NATSRestarts = len(o.NATSRestarts)
@@ -157,9 +221,26 @@ func Evaluate(o Observed) Result {
 			f.HardNATSRestarts++
 		}
 	}
+	f.MailpitRestarts = len(o.MailpitRestarts)
+	for _, n := range o.MailpitRestarts {
+		if n.Hard {
+			f.HardMailpit++
+		}
+	}
 	f.Outages = map[string]int{}
 	for _, x := range o.Outages {
 		f.Outages[string(x.Outage.Mode)]++
+		if x.Long {
+			f.LongOutages++
+		}
+	}
+	f.ProviderFaults = map[string]int{}
+	for _, x := range o.ProviderFaults {
+		what := x.Fault.Mode
+		if what == "" {
+			what = "429"
+		}
+		f.ProviderFaults[x.Fault.Channel+" "+what]++
 	}
 	f.Pauses, f.Blocks, f.StandbyStarts = len(o.Pauses), len(o.Blocks), o.Standby
 	f.StreamMsgs = len(o.Stream)
@@ -182,11 +263,33 @@ func (r *Result) add(ok bool, text string, detail []string) {
 	r.Checks = append(r.Checks, Check{OK: ok, Text: text, Detail: detail})
 }
 
+// tokensOf returns the order's recipient on each channel it has an address
+// for.
+func tokensOf(o shop.Order) map[string]string {
+	n := notify.Notification{Key: shop.NotificationKey(o.ID), ChatID: o.ChatID, MaxUserID: o.MaxUserID, Email: o.Email, Phone: o.Phone}
+	out := map[string]string{}
+	for _, ch := range n.DefaultRoute() {
+		if t, err := n.Recipient(ch); err == nil {
+			out[string(ch)] = t
+		}
+	}
+	return out
+}
+
+// defaultRoute is the route of the order's addresses.
+func defaultRoute(o shop.Order) []string {
+	n := notify.Notification{ChatID: o.ChatID, MaxUserID: o.MaxUserID, Email: o.Email, Phone: o.Phone}
+	var out []string
+	for _, ch := range n.DefaultRoute() {
+		out = append(out, string(ch))
+	}
+	return out
+}
+
 // checkPlacements checks that every order was created exactly once and
 // returns the expectations of the accepted ones, by key.
 func (r *Result) checkPlacements(o Observed) map[string]*expectation {
 	f := &r.Figures
-	dead := startDead()
 	exp := map[string]*expectation{}
 	var problems []string
 	chats := map[int64]bool{}
@@ -211,7 +314,7 @@ func (r *Result) checkPlacements(o Observed) map[string]*expectation {
 		f.Accepted++
 		chat := po.Order.ChatID
 		chats[chat] = true
-		e := &expectation{order: po, key: shop.NotificationKey(po.Order.ID), chat: chat, target: chat, deadReason: dead[chat]}
+		e := &expectation{order: po, key: shop.NotificationKey(po.Order.ID), chat: chat, target: chat, tokens: tokensOf(po.Order)}
 		if chat == migratedGroup {
 			e.target = supergroup
 		}
@@ -227,11 +330,13 @@ func (r *Result) checkPlacements(o Observed) map[string]*expectation {
 	return exp
 }
 
-// checkOutbox checks that the outbox holds exactly the accepted orders and
-// that every row was published.
+// checkOutbox checks that the outbox holds exactly the accepted orders,
+// each with the route of its addresses (Telegram left out once the shop
+// heard the chat is dead), and that every row was published.
 func (r *Result) checkOutbox(o Observed, exp map[string]*expectation) {
 	var problems []string
 	seen := map[string]bool{}
+	left := 0
 	for _, row := range o.Outbox {
 		e, ok := exp[row.Key]
 		if !ok {
@@ -239,9 +344,18 @@ func (r *Result) checkOutbox(o Observed, exp map[string]*expectation) {
 			continue
 		}
 		seen[row.Key] = true
-		e.outboxID, e.createdAt = row.ID, row.CreatedAt
-		if row.Chat != e.chat {
-			problems = append(problems, fmt.Sprintf("outbox row %d (%s) is for chat %d, want %d", row.ID, row.Key, row.Chat, e.chat))
+		e.outboxID, e.createdAt, e.route = row.ID, row.CreatedAt, row.Route
+		full := defaultRoute(e.order.Order)
+		switch {
+		case slices.Equal(row.Route, full):
+		case len(full) > 1 && full[0] == "telegram" && slices.Equal(row.Route, full[1:]):
+			left++ // the shop knew the chat was dead
+		default:
+			problems = append(problems, fmt.Sprintf("outbox row %d (%s) has route %v, want %v (or without telegram)", row.ID, row.Key, row.Route, full))
+			continue
+		}
+		if row.Channel != row.Route[0] || row.Token != e.tokens[row.Channel] {
+			problems = append(problems, fmt.Sprintf("outbox row %d (%s) is for %s %s, want %s %s", row.ID, row.Key, row.Channel, row.Token, row.Route[0], e.tokens[row.Route[0]]))
 		}
 	}
 	for key := range exp {
@@ -249,57 +363,80 @@ func (r *Result) checkOutbox(o Observed, exp map[string]*expectation) {
 			problems = append(problems, key+": accepted but not in the outbox")
 		}
 	}
-	pending := pendingRows(o.Outbox)
+	pending := system.PendingRows(o.Outbox)
 	if pending > 0 {
 		problems = append(problems, fmt.Sprintf("%d outbox rows still pending (not published)", pending))
 	}
 	r.add(len(problems) == 0,
-		fmt.Sprintf("outbox: one row per accepted order, all published (%d rows, backlog %d)", len(o.Outbox), pending), problems)
+		fmt.Sprintf("outbox: one row per accepted order with the route of its addresses (%d without Telegram: the chat was known dead), all published (%d rows, backlog %d)",
+			left, len(o.Outbox), pending), problems)
 }
 
-// checkStream checks that NOTIFY holds every accepted notification exactly
-// once, and each chat's in outbox (commit) order.
+// checkStream checks that NOTIFY holds every accepted notification once on
+// the first channel of its route, each recipient's in outbox (commit)
+// order, and at most one copy handed to each later channel, by the channel
+// before it.
 func (r *Result) checkStream(o Observed, exp map[string]*expectation) {
-	byKey := map[string][]StreamMsg{}
+	originals := map[string][]system.StreamNotification{}
+	handed := map[string]int{}
 	var problems []string
+	copies := 0
 	for _, m := range o.Stream {
-		if _, ok := exp[m.Key]; !ok {
+		e, ok := exp[m.Key]
+		if !ok {
 			problems = append(problems, fmt.Sprintf("NOTIFY #%d has key %q of no accepted order", m.Seq, m.Key))
 			continue
 		}
-		byKey[m.Key] = append(byKey[m.Key], m)
-	}
-	byChat := map[int64][]*expectation{}
-	for key, e := range exp {
-		n := len(byKey[key])
+		if m.FallbackFrom == "" {
+			originals[m.Key] = append(originals[m.Key], m)
+			continue
+		}
+		copies++
+		handed[m.Key+"/"+m.Channel]++
+		i := slices.Index(e.route, m.Channel)
 		switch {
-		case n == 0:
+		case handed[m.Key+"/"+m.Channel] > 1:
+			problems = append(problems, fmt.Sprintf("%s: handed to %s more than once (NOTIFY #%d)", m.Key, m.Channel, m.Seq))
+		case i < 1 || e.route[i-1] != m.FallbackFrom:
+			problems = append(problems, fmt.Sprintf("%s: handed from %s to %s (NOTIFY #%d), not the next channel of route %v", m.Key, m.FallbackFrom, m.Channel, m.Seq, e.route))
+		case m.Recipient != e.tokens[m.Channel]:
+			problems = append(problems, fmt.Sprintf("%s: handed to %s recipient %s, want %s", m.Key, m.Channel, m.Recipient, e.tokens[m.Channel]))
+		}
+	}
+	bySubject := map[string][]*expectation{}
+	for key, e := range exp {
+		ms := originals[key]
+		switch {
+		case len(ms) == 0:
 			problems = append(problems, key+": accepted but never stored in NOTIFY")
-		case n > 1:
-			problems = append(problems, fmt.Sprintf("%s: stored %d times in NOTIFY (sequences %v)", key, n, seqs(byKey[key])))
+			continue
+		case len(ms) > 1:
+			problems = append(problems, fmt.Sprintf("%s: stored %d times in NOTIFY (sequences %v)", key, len(ms), seqs(ms)))
 		}
-		if n > 0 {
-			byChat[e.chat] = append(byChat[e.chat], e)
+		if len(e.route) > 0 && (ms[0].Channel != e.route[0] || ms[0].Recipient != e.tokens[e.route[0]]) {
+			problems = append(problems, fmt.Sprintf("%s: stored on %s, want the first channel of route %v", key, ms[0].Subject, e.route))
 		}
+		bySubject[ms[0].Subject] = append(bySubject[ms[0].Subject], e)
 	}
 	reordered := 0
-	for chat, es := range byChat {
+	for subject, es := range bySubject {
 		slices.SortFunc(es, func(a, b *expectation) int { return int(a.outboxID - b.outboxID) })
 		for i := 1; i < len(es); i++ {
-			a, b := byKey[es[i-1].key][0], byKey[es[i].key][0]
+			a, b := originals[es[i-1].key][0], originals[es[i].key][0]
 			if a.Seq > b.Seq {
 				reordered++
-				problems = append(problems, fmt.Sprintf("chat %d: %s (outbox #%d) stored at #%d after %s (outbox #%d) at #%d",
-					chat, es[i-1].key, es[i-1].outboxID, a.Seq, es[i].key, es[i].outboxID, b.Seq))
+				problems = append(problems, fmt.Sprintf("%s: %s (outbox #%d) stored at #%d after %s (outbox #%d) at #%d",
+					subject, es[i-1].key, es[i-1].outboxID, a.Seq, es[i].key, es[i].outboxID, b.Seq))
 			}
 		}
 	}
 	r.add(len(problems) == 0,
-		fmt.Sprintf("NOTIFY: every accepted notification stored once, each chat's in commit order (%d messages, %d reordered)", len(o.Stream), reordered),
+		fmt.Sprintf("NOTIFY: every accepted notification stored once on its first channel, each recipient's in commit order, handed on at most once per channel (%d originals, %d handed on, %d reordered)",
+			len(o.Stream)-copies, copies, reordered),
 		problems)
 }
 
-func seqs(ms []StreamMsg) []uint64 {
+func seqs(ms []system.StreamNotification) []uint64 {
 	out := make([]uint64, len(ms))
 	for i, m := range ms {
 		out[i] = m.Seq
@@ -307,90 +444,181 @@ func seqs(ms []StreamMsg) []uint64 {
 	return out
 }
 
-// checkOutcomes checks that every accepted order was delivered to its chat
-// or dead-lettered with the reason its chat calls for, and nothing else
-// reached Telegram or NOTIFY_DEAD.
+// allowedReasons are the reasons channel may give up on a notification to
+// recipient: the one its recipient calls for (dead from the start, or a
+// chat blocked during the run), or a transient one — out of attempts in a
+// long outage, or, on any channel but the last, past fallback_after.
+func allowedReasons(o Observed, e *expectation, channel string, last bool) []string {
+	rs := []string{"max_attempts"}
+	if !last {
+		rs = append(rs, "fallback_timeout")
+	}
+	if reason := o.Plan.DeadRecipients[channel][e.tokens[channel]]; reason != "" {
+		rs = append(rs, reason)
+	}
+	if channel == "telegram" && !e.blockedAt.IsZero() {
+		rs = append(rs, "blocked")
+	}
+	return rs
+}
+
+// checkOutcomes walks each accepted order's route: every channel either
+// gave up on the notification — one dead letter with a reason its
+// recipient allows — and handed it to the next, or delivered it; the last
+// channel's give-up leaves it dead, with one dead event. It checks that
+// every copy went to the order's recipient on its channel, that each email
+// has the Message-ID derived from the key, and that nothing else reached a
+// provider or NOTIFY_DEAD.
 func (r *Result) checkOutcomes(o Observed, exp map[string]*expectation) map[string]*outcome {
 	f := &r.Figures
-	f.DeadByReason = map[string]int{}
+	f.DeadByReason, f.DeliveredBy, f.Fallbacks = map[string]int{}, map[string]int{}, map[string]int{}
 	out := map[string]*outcome{}
-	var problems, unexpected []string
-	for _, m := range o.Messages {
-		sub := orderInText.FindStringSubmatch(m.Text)
-		key := ""
-		if sub != nil {
-			key = shop.NotificationKey(sub[1])
-		}
-		if _, ok := exp[key]; !ok {
-			unexpected = append(unexpected, fmt.Sprintf("chat %d message %d: %.50q", m.ChatID, m.MessageID, m.Text))
-			continue
-		}
+	get := func(key string) *outcome {
 		oc := out[key]
 		if oc == nil {
-			oc = &outcome{}
+			oc = &outcome{dead: map[string][]system.DeadLetter{}, handedOn: map[string]system.StreamNotification{}}
 			out[key] = oc
 		}
-		oc.copies = append(oc.copies, m)
+		return oc
+	}
+	var problems, unexpected []string
+	for _, d := range o.Deliveries {
+		e, ok := exp[d.Key]
+		if !ok {
+			unexpected = append(unexpected, fmt.Sprintf("%s %s %s: %q", d.Channel, d.Recipient, d.Ref, d.Text))
+			continue
+		}
+		oc := get(d.Key)
+		oc.copies = append(oc.copies, d)
+		want := e.tokens[d.Channel]
+		if d.Channel == "telegram" {
+			want = strconv.FormatInt(e.target, 10)
+		}
+		if d.Recipient != want {
+			problems = append(problems, fmt.Sprintf("%s: delivered by %s to %s, want %s", d.Key, d.Channel, d.Recipient, want))
+		}
+		if d.Channel == "email" && d.Ref != email.MessageID(d.Key, messageIDDomain) {
+			problems = append(problems, fmt.Sprintf("%s: email with Message-ID %s, want %s", d.Key, d.Ref, email.MessageID(d.Key, messageIDDomain)))
+		}
 	}
 	for _, dl := range o.Dead {
 		f.DeadByReason[dl.Reason]++
-		if _, ok := exp[dl.Key]; !ok {
+		ch, _, _, err := jetstream.ParseDeadLetterSubject(dl.Subject)
+		if _, ok := exp[dl.Key]; !ok || err != nil {
 			unexpected = append(unexpected, fmt.Sprintf("dead letter #%d (%s) with key %q of no accepted order: %s", dl.Seq, dl.Reason, dl.Key, dl.Description))
 			continue
 		}
-		oc := out[dl.Key]
-		if oc == nil {
-			oc = &outcome{}
-			out[dl.Key] = oc
-		}
-		oc.dead = append(oc.dead, dl)
+		oc := get(dl.Key)
+		oc.dead[ch] = append(oc.dead[ch], dl)
 	}
-	for key, e := range exp {
-		oc := out[key]
-		if oc == nil {
-			problems = append(problems, fmt.Sprintf("%s (chat %d): neither delivered nor dead-lettered", key, e.chat))
+	for _, m := range o.Stream {
+		if _, ok := exp[m.Key]; ok && m.FallbackFrom != "" {
+			get(m.Key).handedOn[m.FallbackFrom] = m
+		}
+	}
+	f.Events = map[string]int{}
+	delivEvents := map[string]bool{}
+	for _, ev := range o.Events {
+		if _, ok := exp[ev.Key]; !ok {
 			continue
 		}
-		for _, m := range oc.copies {
-			if m.ChatID != e.target {
-				problems = append(problems, fmt.Sprintf("%s: delivered to chat %d, want %d", key, m.ChatID, e.target))
+		f.Events[ev.Event.Event]++
+		switch ev.Event.Event {
+		case delivery.EventDead:
+			get(ev.Key).deadEvents++
+		case delivery.EventDelivered:
+			delivEvents[ev.Key] = true
+		}
+	}
+	for key, e := range exp {
+		oc := get(key)
+		slices.SortFunc(oc.copies, func(a, b system.Delivery) int { return a.At.Compare(b.At) })
+		if e.route == nil {
+			continue // reported by checkOutbox
+		}
+		for i, ch := range e.route {
+			dls := oc.dead[ch]
+			handed, isHanded := oc.handedOn[ch]
+			n := 0
+			for _, c := range oc.copies {
+				if c.Channel == ch {
+					n++
+				}
+			}
+			if len(dls) > 1 {
+				problems = append(problems, fmt.Sprintf("%s: %d dead letters on %s, want at most one", key, len(dls), ch))
+			}
+			if len(dls) == 0 && !isHanded {
+				if n > 0 {
+					oc.by = ch
+				} else {
+					problems = append(problems, fmt.Sprintf("%s (chat %d): %s neither delivered it nor gave up on it (route %v)", key, e.chat, ch, e.route))
+				}
+				break
+			}
+			h := hop{channel: ch}
+			switch {
+			case len(dls) > 0:
+				h.reason, h.at = dls[0].Reason, dls[0].DeadAt
+			default:
+				h.reason, h.at, h.undead = handed.FallbackReason, handed.At, true
+				f.HandedOnUndead++
+			}
+			oc.gaveUp = append(oc.gaveUp, h)
+			last := i == len(e.route)-1
+			if allowed := allowedReasons(o, e, ch, last); !slices.Contains(allowed, h.reason) {
+				problems = append(problems, fmt.Sprintf("%s (chat %d): %s gave up as %s, want %s", key, e.chat, ch, h.reason, strings.Join(allowed, " or ")))
+			}
+			if !last {
+				f.Fallbacks[fmt.Sprintf("%s→%s %s", ch, e.route[i+1], h.reason)]++
 			}
 		}
-		if len(oc.copies) > 0 {
-			f.Delivered++
-			if len(oc.copies) == 1 && len(oc.dead) == 0 {
-				f.DeliveredOnce++
+		oc.isDead = oc.by == "" && len(oc.gaveUp) == len(e.route)
+		if oc.by != "" {
+			// Nothing after the channel that delivered it.
+			after := e.route[slices.Index(e.route, oc.by)+1:]
+			for _, ch := range after {
+				if len(oc.dead[ch]) > 0 {
+					problems = append(problems, fmt.Sprintf("%s: dead-lettered on %s after %s delivered it", key, ch, oc.by))
+				}
+				if _, ok := oc.handedOn[ch]; ok {
+					problems = append(problems, fmt.Sprintf("%s: handed on by %s after %s delivered it", key, ch, oc.by))
+				}
 			}
-			f.Latency = append(f.Latency, oc.copies[0].Time.Sub(e.createdAt))
+		}
+		for _, c := range oc.copies {
+			if !slices.Contains(e.route, c.Channel) || oc.by != "" && slices.Index(e.route, c.Channel) > slices.Index(e.route, oc.by) {
+				problems = append(problems, fmt.Sprintf("%s: a copy by %s, off its path (route %v, delivered by %q)", key, c.Channel, e.route, oc.by))
+			}
 		}
 		switch {
-		case len(oc.dead) > 1:
-			problems = append(problems, fmt.Sprintf("%s: %d dead letters, want at most 1", key, len(oc.dead)))
-		case e.deadReason != "":
-			if len(oc.copies) > 0 {
-				problems = append(problems, fmt.Sprintf("%s: chat %d is %s but %d message(s) arrived", key, e.chat, e.deadReason, len(oc.copies)))
+		case oc.isDead && oc.deadEvents != 1:
+			problems = append(problems, fmt.Sprintf("%s (chat %d): dead on every channel of %v, %d dead events, want 1", key, e.chat, e.route, oc.deadEvents))
+		case !oc.isDead && oc.deadEvents != 0:
+			problems = append(problems, fmt.Sprintf("%s: %d dead events, but %s delivered it", key, oc.deadEvents, oc.by))
+		}
+		switch {
+		case oc.by != "":
+			f.Delivered++
+			f.DeliveredBy[oc.by]++
+			if !delivEvents[key] {
+				f.DeliveredNoEvent = append(f.DeliveredNoEvent, key)
 			}
-			if len(oc.dead) == 1 && oc.dead[0].Reason != e.deadReason {
-				problems = append(problems, fmt.Sprintf("%s: dead-lettered as %s, want %s", key, oc.dead[0].Reason, e.deadReason))
+			if len(oc.copies) == 1 {
+				f.DeliveredOnce++
 			}
-			if len(oc.dead) == 0 {
-				problems = append(problems, fmt.Sprintf("%s: chat %d is %s but there is no dead letter", key, e.chat, e.deadReason))
-			}
-		case len(oc.dead) == 1:
-			want := "max_attempts" // a healthy chat may exhaust its attempts in a long outage
-			if !e.blockedAt.IsZero() {
-				want = "blocked"
-			}
-			if reason := oc.dead[0].Reason; reason != want && reason != "max_attempts" {
-				problems = append(problems, fmt.Sprintf("%s (chat %d): dead-lettered as %s (%s)", key, e.chat, reason, oc.dead[0].Description))
-			}
+		case oc.isDead:
+			f.DeadOrders++
+		}
+		if len(oc.copies) > 0 {
+			f.Latency = append(f.Latency, oc.copies[0].At.Sub(e.createdAt))
 		}
 	}
 	r.add(len(problems) == 0,
-		fmt.Sprintf("every accepted order delivered or dead-lettered with its chat's reason: %d delivered, %d dead-lettered (%s)",
-			f.Delivered, len(o.Dead), reasons(f.DeadByReason)),
+		fmt.Sprintf("every accepted order delivered by a channel of its route after each earlier one gave up with an allowed reason, or dead on every channel with one dead event: %d delivered (%s), %d dead",
+			f.Delivered, reasons(f.DeliveredBy), f.DeadOrders),
 		problems)
-	r.add(len(unexpected) == 0, fmt.Sprintf("nothing else reached Telegram or NOTIFY_DEAD: %d unexpected", len(unexpected)), unexpected)
+	r.add(len(unexpected) == 0, fmt.Sprintf("nothing else reached a provider or NOTIFY_DEAD: %d unexpected", len(unexpected)), unexpected)
 	return out
 }
 
@@ -413,47 +641,66 @@ func reasons(m map[string]int) string {
 // of a loaded machine. A slow outage adds its delay to that (inFlight).
 const killSlack = 500 * time.Millisecond
 
-// inFlight returns how long before its acceptance at t a request may have
-// been sent: killSlack, plus the delay of a slow outage running then.
-func inFlight(t time.Time, outages []OutageRecord) time.Duration {
+// inFlight returns how long before its acceptance at t a request on channel
+// may have been sent: killSlack, plus the delay of a slow outage of that
+// channel's provider running then.
+func inFlight(channel string, t time.Time, o Observed) time.Duration {
 	d := killSlack
-	for _, o := range outages {
-		if o.Outage.Mode == emulator.FaultSlow && !t.Before(o.Start) && !t.After(o.End.Add(o.Outage.Delay)) {
-			d = max(d, killSlack+o.Outage.Delay)
+	if channel == "telegram" {
+		for _, x := range o.Outages {
+			if x.Outage.Mode == emulator.FaultSlow && !t.Before(x.Start) && !t.After(x.End.Add(x.Outage.Delay)) {
+				d = max(d, killSlack+x.Outage.Delay)
+			}
+		}
+	}
+	for _, x := range o.ProviderFaults {
+		if x.Fault.Channel == channel && x.Fault.Mode == "slow" && !t.Before(x.Start) && !t.After(x.End.Add(x.Fault.Delay)) {
+			d = max(d, killSlack+x.Fault.Delay)
 		}
 	}
 	return d
 }
 
 // explain finds why a copy was followed by another delivery attempt of the
-// same notification: its answer was dropped, or a worker was killed after it
-// was sent (and before before, when not zero). gap is the kill's time minus
-// the copy's: negative when the request was on the wire as its worker died.
-func explain(first emulator.Message, before time.Time, kills []KillRecord, outages []OutageRecord) (cause string, gap time.Duration) {
-	if first.ResponseDropped {
+// same notification (on its channel or the next): the provider dropped its
+// answer, a worker of its channel was killed after it was sent, or, for an
+// email, Mailpit was stopped after it took the message — each before
+// before, when not zero. gap is the kill's time minus the copy's: negative
+// when the request was on the wire as its worker died.
+func explain(first system.Delivery, before time.Time, o Observed) (cause string, gap time.Duration) {
+	if first.AnswerLost {
 		return CauseAnswerDropped, 0
 	}
-	sent := first.Time.Add(-inFlight(first.Time, outages))
-	for _, k := range kills {
-		if k.Process == namePublisher || k.At.Before(sent) {
+	sent := first.At.Add(-inFlight(first.Channel, first.At, o))
+	for _, k := range o.Kills {
+		if !workerOf(k.Process, first.Channel) || k.At.Before(sent) {
 			continue
 		}
 		if !before.IsZero() && k.At.After(before) {
 			continue
 		}
-		return CauseWorkerKilled, k.At.Sub(first.Time)
+		return CauseWorkerKilled, k.At.Sub(first.At)
+	}
+	if first.Channel == "email" {
+		for _, m := range o.MailpitRestarts {
+			if m.Down.Before(sent) || !before.IsZero() && m.Down.After(before) {
+				continue
+			}
+			return CauseSMTPStopped, 0
+		}
 	}
 	return "", 0
 }
 
-// checkDuplicates classifies every extra copy at Telegram, and every order
-// both delivered and dead-lettered, by cause; one without a cause is a
-// violation.
+// checkDuplicates classifies every extra copy over the providers, and every
+// channel that delivered a notification and then gave up on it, by cause;
+// one without a cause is a violation.
 func (r *Result) checkDuplicates(o Observed, exp map[string]*expectation, out map[string]*outcome) {
 	f := &r.Figures
 	f.Duplicates, f.DeliveredAndDead = map[string]int{}, map[string]int{}
 	kills := slices.Clone(o.Kills)
 	slices.SortFunc(kills, func(a, b KillRecord) int { return a.At.Compare(b.At) })
+	o.Kills = kills
 	var problems []string
 	extra := 0
 	for key, oc := range out {
@@ -463,33 +710,61 @@ func (r *Result) checkDuplicates(o Observed, exp map[string]*expectation, out ma
 		for i := 1; i < len(oc.copies); i++ {
 			extra++
 			prev, cur := oc.copies[i-1], oc.copies[i]
-			cause, gap := explain(prev, cur.Time, kills, o.Outages)
+			cause, gap := explain(prev, cur.At, o)
 			if cause == "" {
-				problems = append(problems, fmt.Sprintf("%s: copy %d at %s and copy %d at %s (chat %d), no dropped answer or worker kill between them",
-					key, i, prev.Time.Format("15:04:05.000"), i+1, cur.Time.Format("15:04:05.000"), cur.ChatID))
+				problems = append(problems, fmt.Sprintf("%s: copy %d by %s at %s and copy %d by %s at %s, no dropped answer, worker kill or Mailpit stop between them",
+					key, i, prev.Channel, prev.At.Format("15:04:05.000"), i+1, cur.Channel, cur.At.Format("15:04:05.000")))
 				continue
 			}
 			f.Duplicates[cause]++
-			f.DuplicateLog = append(f.DuplicateLog, fmt.Sprintf("%s chat %d: copies at %s and %s: %s",
-				key, cur.ChatID, prev.Time.Format("15:04:05.000"), cur.Time.Format("15:04:05.000"), cause))
+			line := fmt.Sprintf("%s: copies by %s at %s and by %s at %s: %s",
+				key, prev.Channel, prev.At.Format("15:04:05.000"), cur.Channel, cur.At.Format("15:04:05.000"), cause)
 			if cause == CauseWorkerKilled {
 				f.KillGaps = append(f.KillGaps, gap)
-				f.DuplicateLog[len(f.DuplicateLog)-1] += fmt.Sprintf(" (kill %+v from the first copy)", gap.Round(time.Millisecond))
+				line += fmt.Sprintf(" (kill %+v from the first copy)", gap.Round(time.Millisecond))
 			}
+			f.DuplicateLog = append(f.DuplicateLog, line)
 		}
-		if len(oc.copies) > 0 && len(oc.dead) > 0 {
-			last := oc.copies[len(oc.copies)-1]
-			cause, gap := explain(last, oc.dead[0].DeadAt, kills, o.Outages)
+		for _, h := range oc.gaveUp {
+			var last *system.Delivery
+			for i := range oc.copies {
+				if oc.copies[i].Channel == h.channel {
+					last = &oc.copies[i]
+				}
+			}
+			if last == nil {
+				continue
+			}
+			cause, gap := explain(*last, h.at, o)
 			if cause == "" {
-				problems = append(problems, fmt.Sprintf("%s: delivered at %s and dead-lettered as %s at %s, no dropped answer or worker kill between",
-					key, last.Time.Format("15:04:05.000"), oc.dead[0].Reason, oc.dead[0].DeadAt.Format("15:04:05.000")))
+				problems = append(problems, fmt.Sprintf("%s: delivered by %s at %s, then it gave up as %s at %s, no dropped answer, worker kill or Mailpit stop between",
+					key, h.channel, last.At.Format("15:04:05.000"), h.reason, h.at.Format("15:04:05.000")))
 				continue
 			}
 			f.DeliveredAndDead[cause]++
-			f.DuplicateLog = append(f.DuplicateLog, fmt.Sprintf("%s chat %d: delivered at %s, dead-lettered as %s at %s: %s",
-				key, last.ChatID, last.Time.Format("15:04:05.000"), oc.dead[0].Reason, oc.dead[0].DeadAt.Format("15:04:05.000"), cause))
+			f.DuplicateLog = append(f.DuplicateLog, fmt.Sprintf("%s: delivered by %s at %s, then it gave up as %s at %s: %s",
+				key, h.channel, last.At.Format("15:04:05.000"), h.reason, h.at.Format("15:04:05.000"), cause))
 			if cause == CauseWorkerKilled {
 				f.KillGaps = append(f.KillGaps, gap)
+			}
+		}
+		for _, h := range oc.gaveUp {
+			if !h.undead {
+				continue
+			}
+			// Handed on, and no dead letter: the worker died between the
+			// two steps and, when the message came back, found the next
+			// channel's delivery record.
+			explained := false
+			for _, k := range kills {
+				if workerOf(k.Process, h.channel) && !k.At.Before(h.at.Add(-killSlack)) {
+					explained = true
+					break
+				}
+			}
+			if !explained {
+				problems = append(problems, fmt.Sprintf("%s: %s handed it on at %s without a dead letter, and no %s worker was killed after",
+					key, h.channel, h.at.Format("15:04:05.000"), h.channel))
 			}
 		}
 	}
@@ -498,69 +773,102 @@ func (r *Result) checkDuplicates(o Observed, exp map[string]*expectation, out ma
 		explained += n
 	}
 	r.add(len(problems) == 0,
-		fmt.Sprintf("duplicates at Telegram only where explained: %d extra copies, %d explained (%d answer dropped, %d worker killed)",
-			extra, explained, f.Duplicates[CauseAnswerDropped], f.Duplicates[CauseWorkerKilled]),
+		fmt.Sprintf("duplicates only where explained: %d extra copies over all providers, %d explained (%d answer dropped, %d worker killed, %d Mailpit stopped)",
+			extra, explained, f.Duplicates[CauseAnswerDropped], f.Duplicates[CauseWorkerKilled], f.Duplicates[CauseSMTPStopped]),
 		problems)
 }
 
-// checkOrder checks that each chat received its orders in commit order
-// (the first copy of each), and that a chat blocked during the run has its
-// deliveries before its dead letters.
+// checkOrder checks that, on every channel, each recipient received its
+// notifications in commit order (the first copy of each), comparing
+// notifications that took the same route; and that a chat blocked during
+// the run has no Telegram delivery after a Telegram dead letter.
 func (r *Result) checkOrder(exp map[string]*expectation, out map[string]*outcome) {
-	byChat := map[int64][]*expectation{}
+	type lane struct{ channel, recipient, route string }
+	lanes := map[lane][]*expectation{}
 	for _, e := range exp {
-		byChat[e.chat] = append(byChat[e.chat], e)
+		oc := out[e.key]
+		if oc == nil {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, c := range oc.copies {
+			if seen[c.Channel] {
+				continue
+			}
+			seen[c.Channel] = true
+			l := lane{c.Channel, c.Recipient, strings.Join(e.route, ",")}
+			lanes[l] = append(lanes[l], e)
+		}
+	}
+	firstCopy := func(e *expectation, channel string) system.Delivery {
+		for _, c := range out[e.key].copies {
+			if c.Channel == channel {
+				return c
+			}
+		}
+		return system.Delivery{}
 	}
 	var problems []string
-	for chat, es := range byChat {
+	for l, es := range lanes {
 		slices.SortFunc(es, func(a, b *expectation) int { return int(a.outboxID - b.outboxID) })
 		var last *expectation
 		var lastTime time.Time
+		for _, e := range es {
+			t := firstCopy(e, l.channel).At
+			if last != nil && t.Before(lastTime) {
+				r.Figures.OrderViolations++
+				problems = append(problems, fmt.Sprintf("%s %s: %s (outbox #%d) arrived at %s, before %s (outbox #%d) at %s",
+					l.channel, l.recipient, e.key, e.outboxID, t.Format("15:04:05.000"), last.key, last.outboxID, lastTime.Format("15:04:05.000")))
+			}
+			last, lastTime = e, t
+		}
+	}
+	// A chat blocked during the run: once Telegram dead-lettered one of its
+	// notifications as blocked, it delivers none of the later ones. (One
+	// that moved on for taking too long says nothing of the chat.)
+	byChat := map[int64][]*expectation{}
+	for _, e := range exp {
+		if !e.blockedAt.IsZero() {
+			byChat[e.chat] = append(byChat[e.chat], e)
+		}
+	}
+	for chat, es := range byChat {
+		slices.SortFunc(es, func(a, b *expectation) int { return int(a.outboxID - b.outboxID) })
 		var firstDead *expectation
 		for _, e := range es {
 			oc := out[e.key]
 			if oc == nil {
 				continue
 			}
-			if len(oc.copies) == 0 {
-				if len(oc.dead) > 0 && firstDead == nil && !e.blockedAt.IsZero() {
-					firstDead = e
-				}
-				continue
+			delivered := firstCopy(e, "telegram").Channel != ""
+			if !delivered && firstDead == nil && slices.ContainsFunc(oc.dead["telegram"], func(d system.DeadLetter) bool { return d.Reason == "blocked" }) {
+				firstDead = e
 			}
-			t := oc.copies[0].Time
-			if last != nil && t.Before(lastTime) {
+			if delivered && firstDead != nil {
 				r.Figures.OrderViolations++
-				problems = append(problems, fmt.Sprintf("chat %d: %s (outbox #%d) arrived at %s, before %s (outbox #%d) at %s",
-					chat, e.key, e.outboxID, t.Format("15:04:05.000"), last.key, last.outboxID, lastTime.Format("15:04:05.000")))
-			}
-			if firstDead != nil && len(oc.dead) == 0 && !e.blockedAt.IsZero() {
-				r.Figures.OrderViolations++
-				problems = append(problems, fmt.Sprintf("chat %d: %s (outbox #%d) delivered after the earlier %s (outbox #%d) was dead-lettered",
+				problems = append(problems, fmt.Sprintf("chat %d: %s (outbox #%d) delivered by Telegram after the earlier %s (outbox #%d) was dead-lettered there",
 					chat, e.key, e.outboxID, firstDead.key, firstDead.outboxID))
 			}
-			last, lastTime = e, t
 		}
 	}
 	r.add(len(problems) == 0,
-		fmt.Sprintf("every chat received its messages in commit order: %d chats, %d violations", len(byChat), r.Figures.OrderViolations),
+		fmt.Sprintf("every recipient received its notifications in commit order, on every channel: %d recipients, %d violations", len(lanes), r.Figures.OrderViolations),
 		problems)
 }
 
-// checkPauses checks that no request was sent inside an announced 429
-// pause, that is after the 429 announcing it had been answered. The
-// emulator logs each such request with its chat ("request sent inside an
-// announced 429 pause").
+// checkPauses checks that no provider got a request sent inside a 429
+// pause it had announced, that is after the 429 announcing it had been
+// answered. The emulators log each such request.
 func (r *Result) checkPauses(o Observed) {
-	s := o.Emulator
-	r.add(s.SentInAnyPause == 0,
-		fmt.Sprintf("no request sent inside an announced 429 pause: sent_in_any_pause %d (429s %d, crossed the 429 on the wire %d, in flight when announced %d, punished %d)",
-			s.SentInAnyPause, s.RateLimited, s.SentCrossing429, s.InAnyPause, s.InPause),
+	s, m, t := o.Emulator, o.MaxEmulator, o.SMSEmulator
+	r.add(s.SentInAnyPause == 0 && m.SentInPause == 0 && t.InPause == 0,
+		fmt.Sprintf("no request sent inside an announced 429 pause: Telegram sent_in_any_pause %d (429s %d, crossed the 429 on the wire %d, in flight when announced %d, punished %d); MAX sent_in_pause %d (429s %d); SMS in_pause %d (429s %d)",
+			s.SentInAnyPause, s.RateLimited, s.SentCrossing429, s.InAnyPause, s.InPause, m.SentInPause, m.RateLimited, t.InPause, t.RateLimited),
 		nil)
 }
 
-// checkBreaker checks that each full outage made at most as many calls fail
-// as the circuit breaker allows.
+// checkBreaker checks that each full Telegram outage made at most as many
+// calls fail as the circuit breaker allows.
 func (r *Result) checkBreaker(o Observed) {
 	f := &r.Figures
 	var problems []string
@@ -579,19 +887,23 @@ func (r *Result) checkBreaker(o Observed) {
 		}
 	}
 	r.add(len(problems) == 0,
-		fmt.Sprintf("calls during outages bounded by the breaker: %d failed calls in %d full outages, bound %d", f.OutageFailing, n, f.OutageBound),
+		fmt.Sprintf("calls during Telegram outages bounded by the breaker: %d failed calls in %d full outages, bound %d", f.OutageFailing, n, f.OutageBound),
 		problems)
 }
 
-// checkPending checks that nothing is left: the consumer has nothing
-// pending or unacknowledged, and the pipeline drained in time.
+// checkPending checks that nothing is left: no channel's consumer has
+// anything pending or unacknowledged, and the pipeline drained in time.
 func (r *Result) checkPending(o Observed) {
 	var problems []string
 	if o.Drain != "" {
 		problems = append(problems, o.Drain)
 	}
-	r.add(len(problems) == 0 && o.Pending == 0 && o.AckPending == 0,
-		fmt.Sprintf("nothing left pending: consumer %d pending, %d unacknowledged", o.Pending, o.AckPending), problems)
+	complete := len(o.Backlogs) == len(system.Channels())
+	if !complete {
+		problems = append(problems, fmt.Sprintf("%d of %d consumers read", len(o.Backlogs), len(system.Channels())))
+	}
+	r.add(len(problems) == 0 && complete && system.Empty(o.Backlogs),
+		fmt.Sprintf("nothing left pending: every channel's consumer empty (left: %s)", system.BacklogText(o.Backlogs)), problems)
 }
 
 // checkProcesses checks that no process died by itself, every fault was

@@ -9,10 +9,13 @@ import (
 	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/email"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
 )
 
 // world builds a consistent Observed by hand: orders, their outbox rows and
-// stream messages in commit order, and by default one delivered copy each.
+// stream messages in commit order, copies at the providers, dead letters,
+// events and hand-overs to the next channel.
 type world struct {
 	t   *testing.T
 	o   Observed
@@ -21,33 +24,78 @@ type world struct {
 }
 
 func newWorld(t *testing.T) *world {
-	return &world{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+	w := &world{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
 		o: Observed{Placements: map[string]system.Placement{}, Worker: defaultWorker()}}
+	w.o.Plan.DeadRecipients = map[string]map[string]string{"telegram": {}}
+	for chat, reason := range startDead() {
+		w.o.Plan.DeadRecipients["telegram"][fmt.Sprint(chat)] = reason
+	}
+	for _, ch := range system.Channels() {
+		w.o.Backlogs = append(w.o.Backlogs, system.Backlog{Channel: ch})
+	}
+	return w
 }
 
 // order adds an accepted order to chat, committed (outbox id) in call order.
-func (w *world) order(id string, chat int64) string {
+func (w *world) order(id string, chat int64) string { return w.orderWith(id, chat, Customer{}) }
+
+// orderWith adds an accepted order to chat whose customer has the addresses
+// of cu besides the chat.
+func (w *world) orderWith(id string, chat int64, cu Customer) string {
 	w.seq++
-	po := PlannedOrder{Order: shop.Order{ID: id, ChatID: chat}}
+	po := PlannedOrder{Order: shop.Order{ID: id, ChatID: chat, Email: cu.Email, Phone: cu.Phone, MaxUserID: cu.MaxUserID}}
 	w.o.Plan.Orders = append(w.o.Plan.Orders, po)
 	w.o.Placements[id] = system.Placement{Created: 1, CreatedAt: w.at(0)}
 	key := shop.NotificationKey(id)
-	w.o.Outbox = append(w.o.Outbox, OutboxRow{ID: int64(w.seq), Key: key, Chat: chat, CreatedAt: w.at(0), Published: true})
-	w.o.Stream = append(w.o.Stream, StreamMsg{Seq: w.seq, Chat: chat, Key: key})
+	route := defaultRoute(po.Order)
+	token := tokensOf(po.Order)[route[0]]
+	w.o.Outbox = append(w.o.Outbox, system.OutboxRow{ID: int64(w.seq), Key: key, Channel: route[0], Token: token, Chat: chat,
+		Route: route, CreatedAt: w.at(0), Published: true})
+	w.o.Stream = append(w.o.Stream, system.StreamNotification{Seq: w.seq, Subject: "notify." + route[0] + "." + token,
+		Channel: route[0], Recipient: token, Key: key, At: w.at(0)})
 	return key
 }
 
 func (w *world) at(ms int) time.Time { return w.now.Add(time.Duration(ms) * time.Millisecond) }
 
-// deliver records a copy of order id in chat at ms.
+// deliver records a Telegram copy of order id in chat at ms.
 func (w *world) deliver(id string, chat int64, ms int, dropped bool) {
-	w.o.Messages = append(w.o.Messages, emulator.Message{ChatID: chat, Text: fmt.Sprintf("<b>Order %s accepted</b>\nHello", id),
-		Time: w.at(ms), ResponseDropped: dropped})
+	w.deliverOn(id, "telegram", fmt.Sprint(chat), ms, dropped)
 }
 
+// deliverOn records a copy of order id by channel to recipient at ms.
+func (w *world) deliverOn(id, channel, recipient string, ms int, dropped bool) {
+	d := system.Delivery{Channel: channel, Recipient: recipient, OrderID: id, Key: shop.NotificationKey(id), At: w.at(ms), AnswerLost: dropped}
+	if channel == "email" {
+		d.Ref = email.MessageID(d.Key, messageIDDomain)
+	}
+	w.o.Deliveries = append(w.o.Deliveries, d)
+}
+
+// dead records a Telegram dead letter of order id; the order's last
+// channel, so the dead event too.
 func (w *world) dead(id string, chat int64, reason string, ms int) {
+	w.deadOn(id, "telegram", fmt.Sprint(chat), reason, ms)
+	w.deadEvent(id)
+}
+
+// deadOn records a dead letter of order id on channel.
+func (w *world) deadOn(id, channel, recipient, reason string, ms int) {
 	w.o.Dead = append(w.o.Dead, system.DeadLetter{Seq: uint64(len(w.o.Dead) + 1), Key: shop.NotificationKey(id),
-		Subject: fmt.Sprintf("dead.notify.telegram.%s.%d", reason, chat), Reason: reason, DeadAt: w.at(ms)})
+		Subject: fmt.Sprintf("dead.notify.%s.%s.%s", channel, reason, recipient), Reason: reason, DeadAt: w.at(ms)})
+}
+
+// deadEvent records the dead event of order id.
+func (w *world) deadEvent(id string) {
+	w.o.Events = append(w.o.Events, system.Event{Event: delivery.Event{Key: shop.NotificationKey(id), Event: delivery.EventDead}})
+}
+
+// handOn records order id handed from one channel to the next at ms, to
+// recipient.
+func (w *world) handOn(id, from, to, recipient, reason string, ms int) {
+	w.seq++
+	w.o.Stream = append(w.o.Stream, system.StreamNotification{Seq: w.seq, Subject: "notify." + to + "." + recipient, Channel: to,
+		Recipient: recipient, Key: shop.NotificationKey(id), At: w.at(ms), FallbackFrom: from, FallbackReason: reason})
 }
 
 func (w *world) kill(process string, ms int) {
@@ -71,19 +119,138 @@ func TestEvaluateCleanRunPasses(t *testing.T) {
 	w.order("A2", 2_000_001)
 	w.order("G1", migratedGroup)
 	w.order("D1", 3_000_003)
+	mail := Customer{Email: "c2000003@mail.example"}
+	w.orderWith("F1", 2_000_003, mail)
 	w.deliver("A1", 2_000_001, 100, false)
 	w.deliver("A2", 2_000_001, 1200, false)
 	w.deliver("G1", supergroup, 300, false)
 	w.dead("D1", 3_000_003, "deactivated", 50)
+	tok := tokensOf(shop.Order{Email: mail.Email})["email"]
+	w.handOn("F1", "telegram", "email", tok, "fallback_timeout", 12000)
+	w.deadOn("F1", "telegram", "2000003", "fallback_timeout", 12001)
+	w.deliverOn("F1", "email", tok, 12300, false)
 	r := Evaluate(w.o)
 	if f := failed(r); len(f) > 0 || !r.Passed() {
 		t.Fatalf("clean run failed: %v", f)
 	}
-	if r.Figures.Delivered != 3 || r.Figures.DeliveredOnce != 3 || r.Figures.DeadByReason["deactivated"] != 1 {
-		t.Errorf("figures %+v", r.Figures)
+	f := r.Figures
+	if f.Delivered != 4 || f.DeliveredOnce != 4 || f.DeadOrders != 1 || f.DeadByReason["deactivated"] != 1 ||
+		f.DeliveredBy["telegram"] != 3 || f.DeliveredBy["email"] != 1 || f.Fallbacks["telegram→email fallback_timeout"] != 1 {
+		t.Errorf("figures %+v", f)
 	}
-	if got := r.Figures.Latency; len(got) != 3 {
-		t.Errorf("latencies %v, want 3", got)
+	if got := f.Latency; len(got) != 4 {
+		t.Errorf("latencies %v, want 4", got)
+	}
+}
+
+func TestEvaluateFallback(t *testing.T) {
+	cu := Customer{Email: "c2000004@mail.example", Phone: "+15552000004", MaxUserID: 8_000_004}
+	tokens := tokensOf(shop.Order{ChatID: 2_000_004, Email: cu.Email, Phone: cu.Phone, MaxUserID: cu.MaxUserID})
+	tests := []struct {
+		name  string
+		setup func(w *world)
+		want  string // in a failed check; empty: passes
+	}{
+		{"down the whole route to SMS", func(w *world) {
+			w.deadOn("F1", "telegram", "2000004", "max_attempts", 100)
+			w.handOn("F1", "telegram", "max", tokens["max"], "max_attempts", 100)
+			w.deadOn("F1", "max", tokens["max"], "fallback_timeout", 200)
+			w.handOn("F1", "max", "email", tokens["email"], "fallback_timeout", 200)
+			w.deadOn("F1", "email", tokens["email"], "fallback_timeout", 300)
+			w.handOn("F1", "email", "sms", tokens["sms"], "fallback_timeout", 300)
+			w.deliverOn("F1", "sms", tokens["sms"], 400, false)
+		}, ""},
+		{"dead on every channel", func(w *world) {
+			w.o.Plan.DeadRecipients["sms"] = map[string]string{tokens["sms"]: "unsubscribed"}
+			for i, ch := range []string{"telegram", "max", "email"} {
+				next := []string{"max", "email", "sms"}[i]
+				w.deadOn("F1", ch, tokens[ch], "fallback_timeout", 100*i)
+				w.handOn("F1", ch, next, tokens[next], "fallback_timeout", 100*i)
+			}
+			w.deadOn("F1", "sms", tokens["sms"], "unsubscribed", 400)
+			w.deadEvent("F1")
+		}, ""},
+		{"dead without its dead event", func(w *world) {
+			w.o.Plan.DeadRecipients["sms"] = map[string]string{tokens["sms"]: "unsubscribed"}
+			for i, ch := range []string{"telegram", "max", "email"} {
+				next := []string{"max", "email", "sms"}[i]
+				w.deadOn("F1", ch, tokens[ch], "fallback_timeout", 100*i)
+				w.handOn("F1", ch, next, tokens[next], "fallback_timeout", 100*i)
+			}
+			w.deadOn("F1", "sms", tokens["sms"], "unsubscribed", 400)
+		}, "0 dead events, want 1"},
+		{"a channel skipped", func(w *world) {
+			w.deadOn("F1", "telegram", "2000004", "fallback_timeout", 100)
+			w.deliverOn("F1", "email", tokens["email"], 400, false)
+		}, "max neither delivered it nor gave up on it"},
+		{"a reason the recipient does not call for", func(w *world) {
+			w.deadOn("F1", "telegram", "2000004", "blocked", 100)
+			w.handOn("F1", "telegram", "max", tokens["max"], "blocked", 100)
+			w.deliverOn("F1", "max", tokens["max"], 400, false)
+		}, "telegram gave up as blocked"},
+		{"the last channel cannot time out", func(w *world) {
+			for i, ch := range []string{"telegram", "max", "email"} {
+				next := []string{"max", "email", "sms"}[i]
+				w.deadOn("F1", ch, tokens[ch], "fallback_timeout", 100*i)
+				w.handOn("F1", ch, next, tokens[next], "fallback_timeout", 100*i)
+			}
+			w.deadOn("F1", "sms", tokens["sms"], "fallback_timeout", 400)
+			w.deadEvent("F1")
+		}, "sms gave up as fallback_timeout"},
+		{"delivered by two channels", func(w *world) {
+			w.deliver("F1", 2_000_004, 100, false)
+			w.deliverOn("F1", "email", tokens["email"], 400, false)
+		}, "a copy by email, off its path"},
+		{"handed on after a delivery", func(w *world) {
+			w.deliver("F1", 2_000_004, 100, false)
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 100)
+		}, "delivered by telegram at 12:00:00.100, then it gave up as fallback_timeout"},
+		{"handed twice to the next channel", func(w *world) {
+			w.deadOn("F1", "telegram", "2000004", "fallback_timeout", 100)
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 100)
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 150)
+			w.deliverOn("F1", "max", tokens["max"], 400, false)
+		}, "handed to max more than once"},
+		{"handed on without a dead letter after a kill", func(w *world) {
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 100)
+			w.kill("worker-1", 120)
+			w.deliverOn("F1", "max", tokens["max"], 400, false)
+		}, ""},
+		{"handed on without a dead letter, no kill", func(w *world) {
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 100)
+			w.kill("sms-worker", 120)
+			w.deliverOn("F1", "max", tokens["max"], 400, false)
+		}, "without a dead letter, and no telegram worker was killed after"},
+		{"an email with a Message-ID of its own", func(w *world) {
+			w.deadOn("F1", "telegram", "2000004", "fallback_timeout", 100)
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 100)
+			w.deadOn("F1", "max", tokens["max"], "fallback_timeout", 200)
+			w.handOn("F1", "max", "email", tokens["email"], "fallback_timeout", 200)
+			w.deliverOn("F1", "email", tokens["email"], 400, false)
+			w.o.Deliveries[len(w.o.Deliveries)-1].Ref = "x@shop.example"
+		}, "Message-ID x@shop.example"},
+		{"to another recipient", func(w *world) {
+			w.deadOn("F1", "telegram", "2000004", "fallback_timeout", 100)
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 100)
+			w.deliverOn("F1", "max", "u1", 400, false)
+		}, "delivered by max to u1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.orderWith("F1", 2_000_004, cu)
+			tt.setup(w)
+			f := failed(Evaluate(w.o))
+			if tt.want == "" {
+				if len(f) > 0 {
+					t.Fatalf("failed %v, want none", f)
+				}
+				return
+			}
+			if !strings.Contains(strings.Join(f, "\n"), tt.want) {
+				t.Fatalf("failed %v, want one mentioning %q", f, tt.want)
+			}
+		})
 	}
 }
 
@@ -134,11 +301,68 @@ func TestEvaluateDuplicates(t *testing.T) {
 			w.deliver("A1", 2_000_001, 100, false)
 			w.deliver("A1", 2_000_001, 900, false)
 		}, "", true},
+		{"another channel's worker killed explains nothing", func(w *world) {
+			w.deliver("A1", 2_000_001, 100, false)
+			w.kill("email-worker", 105)
+			w.deliver("A1", 2_000_001, 6000, false)
+		}, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
 			w.order("A1", 2_000_001)
+			tt.setup(w)
+			r := Evaluate(w.o)
+			if got := len(failed(r)) > 0; got != tt.failed {
+				t.Fatalf("failed = %v (%v), want %v", got, failed(r), tt.failed)
+			}
+			if tt.cause != "" && r.Figures.Duplicates[tt.cause] != 1 {
+				t.Errorf("duplicates by cause %v, want one %q", r.Figures.Duplicates, tt.cause)
+			}
+		})
+	}
+}
+
+func TestEvaluateDuplicatesAcrossChannels(t *testing.T) {
+	cu := Customer{Email: "c2000001@mail.example"}
+	tok := tokensOf(shop.Order{Email: cu.Email})["email"]
+	tests := []struct {
+		name   string
+		setup  func(w *world)
+		cause  string
+		failed bool
+	}{
+		{"answer dropped, then the next channel", func(w *world) {
+			w.deliver("M1", 2_000_001, 100, true)
+			w.deadOn("M1", "telegram", "2000001", "fallback_timeout", 12000)
+			w.handOn("M1", "telegram", "email", tok, "fallback_timeout", 12000)
+			w.deliverOn("M1", "email", tok, 12100, false)
+		}, CauseAnswerDropped, false},
+		{"telegram worker killed after the copy, then the next channel", func(w *world) {
+			w.deliver("M1", 2_000_001, 100, false)
+			w.kill("worker-2", 110)
+			w.deadOn("M1", "telegram", "2000001", "fallback_timeout", 12000)
+			w.handOn("M1", "telegram", "email", tok, "fallback_timeout", 12000)
+			w.deliverOn("M1", "email", tok, 12100, false)
+		}, CauseWorkerKilled, false},
+		{"Mailpit stopped after taking the message", func(w *world) {
+			w.deadOn("M1", "telegram", "2000001", "fallback_timeout", 12000)
+			w.handOn("M1", "telegram", "email", tok, "fallback_timeout", 12000)
+			w.deliverOn("M1", "email", tok, 12100, false)
+			w.o.MailpitRestarts = []MailpitRestart{{Hard: true, Down: w.at(12120), Up: w.at(15000)}}
+			w.deliverOn("M1", "email", tok, 15200, false)
+		}, CauseSMTPStopped, false},
+		{"two emails, nothing between", func(w *world) {
+			w.deadOn("M1", "telegram", "2000001", "fallback_timeout", 12000)
+			w.handOn("M1", "telegram", "email", tok, "fallback_timeout", 12000)
+			w.deliverOn("M1", "email", tok, 12100, false)
+			w.deliverOn("M1", "email", tok, 15200, false)
+		}, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.orderWith("M1", 2_000_001, cu)
 			tt.setup(w)
 			r := Evaluate(w.o)
 			if got := len(failed(r)) > 0; got != tt.failed {
@@ -196,6 +420,16 @@ func TestEvaluateBlockedDuringTheRun(t *testing.T) {
 			t.Fatalf("order violations %d, want 1: %v", r.Figures.OrderViolations, failed(r))
 		}
 	})
+	t.Run("delivered after a timeout moved an earlier one on", func(t *testing.T) {
+		w := setup()
+		w.deliver("A1", chat, 100, false)
+		w.deadOn("A2", "telegram", fmt.Sprint(chat), "max_attempts", 400)
+		w.deadEvent("A2")
+		w.deliver("A3", chat, 450, false)
+		if f := failed(Evaluate(w.o)); len(f) > 0 {
+			t.Fatal(f)
+		}
+	})
 	t.Run("wrong reason", func(t *testing.T) {
 		w := setup()
 		w.deliver("A1", chat, 100, false)
@@ -227,16 +461,17 @@ func TestEvaluateLostAndStray(t *testing.T) {
 	w.order("A2", 2_000_001)
 	w.deliver("A1", 2_000_001, 100, false)
 	w.deliver("ZZ", 2_000_009, 100, false) // no such order
-	w.o.Stream = append(w.o.Stream, StreamMsg{Seq: 99, Chat: 2_000_001, Key: shop.NotificationKey("A1")})
+	w.o.Stream = append(w.o.Stream, system.StreamNotification{Seq: 99, Subject: "notify.telegram.2000001", Channel: "telegram",
+		Recipient: "2000001", Key: shop.NotificationKey("A1")})
 	w.o.Outbox[1].Published = false
-	w.o.AckPending = 3
+	w.o.Backlogs[0].AckPending = 3
 	f := strings.Join(failed(Evaluate(w.o)), "\n")
 	for _, want := range []string{
-		"A2:accepted (chat 2000001): neither delivered nor dead-lettered",
+		"A2:accepted (chat 2000001): telegram neither delivered it nor gave up on it",
 		"1 unexpected",
 		"stored 2 times in NOTIFY",
 		"1 outbox rows still pending",
-		"3 unacknowledged",
+		"telegram 0 pending, 3 unacknowledged",
 	} {
 		if !strings.Contains(f, want) {
 			t.Errorf("failures lack %q:\n%s", want, f)
@@ -262,6 +497,7 @@ func TestEvaluatePausesAndBreaker(t *testing.T) {
 	w.order("A1", 2_000_001)
 	w.deliver("A1", 2_000_001, 100, false)
 	w.o.Emulator.SentInAnyPause = 1
+	w.o.MaxEmulator.SentInPause = 2
 	ws := w.o.Worker
 	lives := []time.Duration{5 * time.Second}
 	bound := breakerBound(ws, lives)
@@ -274,7 +510,7 @@ func TestEvaluatePausesAndBreaker(t *testing.T) {
 		{Outage: emulator.Outage{Mode: emulator.FaultSlow, Probability: 1}, Failing: 1000, Lives: lives},  // no bound
 	}
 	f := strings.Join(failed(Evaluate(w.o)), "\n")
-	if !strings.Contains(f, "sent_in_any_pause 1") {
+	if !strings.Contains(f, "sent_in_any_pause 1") || !strings.Contains(f, "MAX sent_in_pause 2") {
 		t.Errorf("a request inside a pause passed:\n%s", f)
 	}
 	if !strings.Contains(f, fmt.Sprintf("%d failed calls, the breaker allows %d", bound+1, bound)) || strings.Contains(f, "1000 failed") {

@@ -2,125 +2,89 @@ package chaos
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
-	_ "modernc.org/sqlite" // the outbox's SQLite driver, read-only here
-
 	"github.com/tgnotify/tgnotify/internal/system"
-	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
-// OutboxRow is a row of the shop's outbox: its id is the commit order.
-type OutboxRow struct {
-	ID        int64
-	Key       string
-	Chat      int64
-	CreatedAt time.Time
-	Published bool
-}
-
-// StreamMsg is a notification stored in NOTIFY.
-type StreamMsg struct {
-	Seq  uint64
-	Chat int64
-	Key  string
-}
-
-// readOutbox reads every outbox row of the database at path, read-only, in
-// id order.
-func readOutbox(ctx context.Context, path string) ([]OutboxRow, error) {
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_pragma=busy_timeout(10000)"
-	db, err := sql.Open("sqlite", dsn)
+// collect reads the final state into o; what cannot be read is a problem.
+func (r *runner) collect(ctx context.Context, o *Observed) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	problem := func(what string, err error) {
+		o.Problems = append(o.Problems, fmt.Sprintf("reading %s: %v", what, err))
+	}
+	o.Placements = r.pl.Snapshot()
+	var err error
+	if o.Outbox, err = system.ReadOutbox(ctx, r.s.dbPath); err != nil {
+		problem("the outbox", err)
+	}
+	if o.Stream, err = system.Notifications(ctx, r.js); err != nil {
+		problem("NOTIFY", err)
+	}
+	if o.Events, err = system.Events(ctx, r.js); err != nil {
+		problem("the events", err)
+	}
+	if o.Dead, err = system.DeadLetters(ctx, r.js); err != nil {
+		problem("NOTIFY_DEAD", err)
+	}
+	if o.Backlogs, err = system.Backlogs(ctx, r.js); err != nil {
+		problem("the consumers", err)
+	}
+	client := &http.Client{Timeout: time.Minute}
+	rec, err := system.ReadProviders(ctx, client, r.s.destinations())
 	if err != nil {
-		return nil, fmt.Errorf("opening the outbox read-only: %w", err)
+		problem("the providers' records", err)
 	}
-	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT id, key, recipient, created_at, published_at IS NOT NULL FROM outbox ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("reading the outbox: %w", err)
+	o.Deliveries = rec.Deliveries
+	if rec.TelegramStats != nil {
+		o.Emulator = *rec.TelegramStats
 	}
-	defer rows.Close()
-	var out []OutboxRow
-	for rows.Next() {
-		var r OutboxRow
-		var created int64
-		if err := rows.Scan(&r.ID, &r.Key, &r.Chat, &created, &r.Published); err != nil {
-			return out, fmt.Errorf("reading the outbox: %w", err)
-		}
-		r.CreatedAt = time.Unix(0, created)
-		out = append(out, r)
+	if rec.MaxStats != nil {
+		o.MaxEmulator = *rec.MaxStats
 	}
-	return out, rows.Err()
+	if rec.SMSStats != nil {
+		o.SMSEmulator = *rec.SMSStats
+	}
+	r.tl.mu.Lock()
+	defer r.tl.mu.Unlock()
+	o.Kills = append(o.Kills, r.tl.kills...)
+	o.NATSRestarts = append(o.NATSRestarts, r.tl.natsRestart...)
+	o.MailpitRestarts = append(o.MailpitRestarts, r.tl.mailpit...)
+	o.Outages = append(o.Outages, r.tl.outages...)
+	o.ProviderFaults = append(o.ProviderFaults, r.tl.providers...)
+	o.Pauses = append(o.Pauses, r.tl.pauses...)
+	o.Blocks = r.tl.blocks
+	o.Standby = r.tl.standby
+	o.Problems = append(o.Problems, r.tl.problems...)
 }
 
-// pendingRows counts outbox rows not yet published.
-func pendingRows(rows []OutboxRow) int {
-	n := 0
-	for _, r := range rows {
-		if !r.Published {
-			n++
+// delivered counts what the providers have accepted so far, for progress
+// and for the drain's "nothing new" test.
+func (r *runner) delivered(ctx context.Context) (int64, error) {
+	var n int64
+	for _, u := range []string{r.s.emulatorURL, r.s.maxURL} {
+		var st struct {
+			Delivered int64 `json:"delivered"`
 		}
-	}
-	return n
-}
-
-// readStream reads the key and chat of every notification in NOTIFY, in
-// stream order, with an ordered consumer that fetches headers only.
-func readStream(ctx context.Context, js natsjs.JetStream) ([]StreamMsg, error) {
-	total, err := system.NotificationsInStream(ctx, js)
-	if err != nil {
-		return nil, err
-	}
-	c, err := js.OrderedConsumer(ctx, jetstream.StreamNotify, natsjs.OrderedConsumerConfig{
-		FilterSubjects: []string{jetstream.TelegramFilter}, HeadersOnly: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading stream %s: %w", jetstream.StreamNotify, err)
-	}
-	out := make([]StreamMsg, 0, total)
-	for uint64(len(out)) < total {
-		batch, err := c.Fetch(1000, natsjs.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return out, fmt.Errorf("reading stream %s: %w", jetstream.StreamNotify, err)
+		if err := system.GetJSON(ctx, r.s.client, u+"/emulator/stats", &st); err != nil {
+			return 0, err
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				return out, err
-			}
-			chat, _ := jetstream.ParseTelegramSubject(m.Subject())
-			out = append(out, StreamMsg{Seq: meta.Sequence.Stream, Chat: chat, Key: m.Headers().Get(jetstream.HeaderKey)})
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) {
-			return out, fmt.Errorf("reading stream %s: %w", jetstream.StreamNotify, err)
-		}
-		if n == 0 {
-			return out, fmt.Errorf("reading stream %s: %d of %d notifications read, then nothing", jetstream.StreamNotify, len(out), total)
-		}
+		n += st.Delivered
 	}
-	return out, nil
-}
-
-// emulatorRecord reads what the emulator delivered and its counters.
-func emulatorRecord(ctx context.Context, client *http.Client, emulatorURL string) ([]emulator.Message, emulator.Stats, error) {
-	var msgs struct {
-		Messages []emulator.Message `json:"messages"`
+	var sms struct {
+		Created int64 `json:"created"`
 	}
-	var st emulator.Stats
-	if err := system.GetJSON(ctx, client, emulatorURL+"/emulator/messages", &msgs); err != nil {
-		return nil, st, err
+	if err := system.GetJSON(ctx, r.s.client, r.s.smsURL+"/emulator/stats", &sms); err != nil {
+		return 0, err
 	}
-	if err := system.GetJSON(ctx, client, emulatorURL+"/emulator/stats", &st); err != nil {
-		return nil, st, err
+	var mail struct {
+		Total int64 `json:"total"`
 	}
-	return msgs.Messages, st, nil
+	if err := system.GetJSON(ctx, r.s.client, r.s.mailpitURL+"/api/v1/messages?limit=1", &mail); err != nil {
+		return 0, err
+	}
+	return n + sms.Created + mail.Total, nil
 }

@@ -37,6 +37,11 @@ type Config struct {
 	RepeatFraction, LateRepeatFraction float64
 	// RuntimeBlocks is how many chats block the bot during the run.
 	RuntimeBlocks int
+	// EmailShare, PhoneShare and MaxShare are the fractions of customers
+	// (private chats) with an email address, a phone number and a MAX
+	// account besides their Telegram chat: their orders' routes fall back
+	// along telegram → max → email → sms.
+	EmailShare, PhoneShare, MaxShare float64
 
 	// PublisherKillEvery and WorkerKillEvery are the mean intervals between
 	// SIGKILLs of the publisher and of a worker.
@@ -52,10 +57,26 @@ type Config struct {
 	// StandbyOn and StandbyOff are the mean spans with and without the hot
 	// standby worker.
 	StandbyOn, StandbyOff time.Duration
+	// LongOutageFraction of the Telegram outages last longer than
+	// Channels.FallbackAfter, so that notifications move to their next
+	// channel.
+	LongOutageFraction float64
+	// ChannelWorkerKillEvery is the mean interval between SIGKILLs of the
+	// max, email and sms workers (one of them each time).
+	ChannelWorkerKillEvery time.Duration
+	// MailpitRestartEvery is the mean interval between stops of Mailpit,
+	// the SMTP server (SIGTERM or SIGKILL, down for 1–8 s).
+	MailpitRestartEvery time.Duration
+	// ProviderFaultEvery is the mean gap between faults of the MAX and
+	// SMS emulators (an outage or a 429 pause).
+	ProviderFaultEvery time.Duration
 
 	// Worker are the telegram worker's timers and limits, passed as flags
-	// to both worker processes; the breaker bound is computed from them.
+	// to both worker processes and to the channel workers; the breaker
+	// bound is computed from them.
 	Worker WorkerSettings
+	// Channels are the settings of the fallback channels' workers.
+	Channels ChannelSettings
 
 	// DrainTimeout bounds the wait, after the fault phase, for every order
 	// to be delivered or dead-lettered.
@@ -83,6 +104,30 @@ type WorkerSettings struct {
 	BackoffBase     time.Duration // -backoff-base (production 2s)
 	BackoffCap      time.Duration // -backoff-cap (production 10m)
 	RequestTimeout  time.Duration // -request-timeout (production 10s)
+}
+
+// ChannelSettings are what the run sets on every channel worker beyond
+// WorkerSettings: a short fallback_after, so that a Telegram outage of a
+// few seconds moves notifications on, and rates above the email and SMS
+// defaults, so that the fallback channels keep up with the run's orders
+// (the code paths are the same).
+type ChannelSettings struct {
+	FallbackAfter          time.Duration // -fallback-after-transactional of every worker (production 2m)
+	EmailRate              float64       // email-worker -rate (production 5)
+	EmailPerRecipient      float64       // email-worker -recipient-per-minute (production 12)
+	SMSSegmentsPerSecond   float64       // sms-worker and sms-emulator -segments-per-second (production 1)
+	SMSRecipientsPerMinute float64       // sms-worker -recipient-per-minute (production 6)
+}
+
+// defaultChannels are the channel settings of both presets.
+func defaultChannels() ChannelSettings {
+	return ChannelSettings{
+		FallbackAfter:          12 * time.Second,
+		EmailRate:              20,
+		EmailPerRecipient:      30,
+		SMSSegmentsPerSecond:   10,
+		SMSRecipientsPerMinute: 20,
+	}
 }
 
 // declaration renders the consumer's settings as a JetStream declaration
@@ -149,23 +194,31 @@ func LongConfig() Config {
 // base holds what the presets share.
 func base() Config {
 	return Config{
-		Seed:               1,
-		Dir:                ".chaos",
-		NATSConfig:         "configs/nats-server.conf",
-		OrderRate:          13,
-		OrdersPerChat:      5,
-		RepeatFraction:     0.1,
-		LateRepeatFraction: 0.05,
-		PublisherKillEvery: 12 * time.Second,
-		WorkerKillEvery:    15 * time.Second,
-		NATSRestartEvery:   35 * time.Second,
-		HardNATSFraction:   1.0 / 3,
-		TelegramFaultEvery: 8 * time.Second,
-		StandbyOn:          40 * time.Second,
-		StandbyOff:         30 * time.Second,
-		Worker:             defaultWorker(),
-		ReadyTimeout:       60 * time.Second,
-		StopTimeout:        20 * time.Second,
+		Seed:                   1,
+		Dir:                    ".chaos",
+		NATSConfig:             "configs/nats-server.conf",
+		OrderRate:              13,
+		OrdersPerChat:          5,
+		RepeatFraction:         0.1,
+		LateRepeatFraction:     0.05,
+		PublisherKillEvery:     12 * time.Second,
+		WorkerKillEvery:        15 * time.Second,
+		NATSRestartEvery:       35 * time.Second,
+		HardNATSFraction:       1.0 / 3,
+		TelegramFaultEvery:     8 * time.Second,
+		StandbyOn:              40 * time.Second,
+		StandbyOff:             30 * time.Second,
+		EmailShare:             0.35,
+		PhoneShare:             0.3,
+		MaxShare:               0.15,
+		LongOutageFraction:     0.25,
+		ChannelWorkerKillEvery: 20 * time.Second,
+		MailpitRestartEvery:    30 * time.Second,
+		ProviderFaultEvery:     20 * time.Second,
+		Worker:                 defaultWorker(),
+		Channels:               defaultChannels(),
+		ReadyTimeout:           60 * time.Second,
+		StopTimeout:            20 * time.Second,
 	}
 }
 
@@ -184,6 +237,12 @@ func (c Config) Validate() error {
 	check(c.RepeatFraction >= 0 && c.RepeatFraction <= 1, "-repeat %v: want a fraction", c.RepeatFraction)
 	check(c.LateRepeatFraction >= 0 && c.LateRepeatFraction <= 1, "-late-repeat %v: want a fraction", c.LateRepeatFraction)
 	check(c.RuntimeBlocks >= 0, "-blocks %d must not be negative", c.RuntimeBlocks)
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{{"-email-share", c.EmailShare}, {"-phone-share", c.PhoneShare}, {"-max-share", c.MaxShare}, {"-long-outages", c.LongOutageFraction}} {
+		check(f.v >= 0 && f.v <= 1, "%s %v: want a fraction", f.flag, f.v)
+	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
@@ -191,6 +250,8 @@ func (c Config) Validate() error {
 		{"-publisher-kill-every", c.PublisherKillEvery}, {"-worker-kill-every", c.WorkerKillEvery},
 		{"-nats-restart-every", c.NATSRestartEvery}, {"-telegram-fault-every", c.TelegramFaultEvery},
 		{"-standby-on", c.StandbyOn}, {"-standby-off", c.StandbyOff},
+		{"-channel-worker-kill-every", c.ChannelWorkerKillEvery}, {"-mailpit-restart-every", c.MailpitRestartEvery},
+		{"-provider-fault-every", c.ProviderFaultEvery}, {"-fallback-after", c.Channels.FallbackAfter},
 		{"-drain-timeout", c.DrainTimeout}, {"-ready-timeout", c.ReadyTimeout}, {"-stop-timeout", c.StopTimeout},
 		{"-progress", c.ProgressEvery},
 	} {
@@ -201,6 +262,9 @@ func (c Config) Validate() error {
 	check(w.AckWait >= time.Second && w.PinnedTTL > 0 && w.BreakerOpen > 0 && w.BackoffBase > 0 &&
 		w.BackoffCap >= w.BackoffBase && w.RequestTimeout > 0 && w.BreakerFailures > 0 && w.MaxInFlight > 0 && w.MaxAttempts > 0,
 		"worker settings %+v are not usable", w)
+	ch := c.Channels
+	check(ch.EmailRate > 0 && ch.EmailPerRecipient > 0 && ch.SMSSegmentsPerSecond > 0 && ch.SMSRecipientsPerMinute > 0,
+		"channel settings %+v are not usable", ch)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -217,5 +281,6 @@ func (c Config) Validate() error {
 
 // binaries returns the programs a run starts.
 func binaries() []string {
-	return []string{"nats-server", "botapi-emulator", "shop", "publisher", "telegram-worker"}
+	return []string{"nats-server", "botapi-emulator", "max-emulator", "sms-emulator", "mailpit", "shop", "publisher",
+		"telegram-worker", "max-worker", "email-worker", "sms-worker"}
 }

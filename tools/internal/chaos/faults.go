@@ -1,9 +1,7 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -32,7 +30,9 @@ type NATSRestart struct {
 
 // OutageRecord is one Telegram outage as it happened.
 type OutageRecord struct {
-	Outage     emulator.Outage
+	Outage emulator.Outage
+	// Long marks an outage longer than the workers' fallback_after.
+	Long       bool `json:",omitempty"`
 	Start, End time.Time
 	// Failing counts the requests the outage made fail, from the
 	// emulator's counters (requests hit by 5xx, json5xx, drop and
@@ -41,6 +41,19 @@ type OutageRecord struct {
 	Failing int64
 	// Lives is how long each worker process overlapped the outage.
 	Lives []time.Duration
+}
+
+// MailpitRestart is one stop of Mailpit, the SMTP server.
+type MailpitRestart struct {
+	Hard     bool
+	Down, Up time.Time
+}
+
+// ProviderFaultRecord is one fault of the MAX or SMS emulator as it
+// happened.
+type ProviderFaultRecord struct {
+	Fault      ProviderOutage
+	Start, End time.Time
 }
 
 // PauseRecord is one scripted 429.
@@ -58,6 +71,8 @@ type timeline struct {
 	outages     []OutageRecord
 	pauses      []PauseRecord
 	blocks      map[int64]time.Time
+	mailpit     []MailpitRestart
+	providers   []ProviderFaultRecord
 	standby     int      // times the standby was started
 	problems    []string // fault actions that could not be carried out
 }
@@ -109,6 +124,12 @@ func (in *injector) run(ctx context.Context, events []Event) {
 			t = "telegram"
 		case BlockChat:
 			t = "block"
+		case KillChannelWorker:
+			t = "channel-worker"
+		case RestartMailpit:
+			t = "mailpit"
+		case ProviderFault:
+			t = "providers"
 		}
 		tracks[t] = append(tracks[t], e)
 	}
@@ -225,7 +246,44 @@ func (in *injector) do(ctx context.Context, e Event) {
 		in.logf("restarted nats-server (%s), down %v", how, r.Up.Sub(r.Down).Round(time.Millisecond))
 
 	case TelegramOutage:
-		in.outage(ctx, e.Outage)
+		in.outage(ctx, e.Outage, e.Long)
+
+	case KillChannelWorker:
+		name := channelWorkerName(e.Channel)
+		pid, at, ok := in.s.kill(name)
+		if !ok {
+			return
+		}
+		in.tl.addKill(KillRecord{Process: name, Pid: pid, At: at})
+		pause(ctx, e.Delay)
+		if err := in.s.startChannelWorker(restartCtx, e.Channel); err != nil {
+			in.tl.problem("restarting %s: %v", name, err)
+			return
+		}
+		in.logf("killed %s (pid %d), back after %v", name, pid, time.Since(at).Round(time.Millisecond))
+
+	case RestartMailpit:
+		down := time.Now()
+		if err := in.s.stopMailpit(e.Hard); err != nil {
+			in.tl.problem("stopping Mailpit: %v", err)
+		}
+		pause(ctx, e.Delay)
+		if err := in.s.startMailpit(restartCtx); err != nil {
+			in.tl.problem("restarting Mailpit: %v", err)
+			return
+		}
+		r := MailpitRestart{Hard: e.Hard, Down: down, Up: time.Now()}
+		in.tl.mu.Lock()
+		in.tl.mailpit = append(in.tl.mailpit, r)
+		in.tl.mu.Unlock()
+		how := "SIGTERM"
+		if e.Hard {
+			how = "SIGKILL"
+		}
+		in.logf("restarted Mailpit (%s), SMTP down %v", how, r.Up.Sub(r.Down).Round(time.Millisecond))
+
+	case ProviderFault:
+		in.providerFault(ctx, e.Provider)
 
 	case RateLimitStorm:
 		for _, p := range e.Pauses {
@@ -283,8 +341,47 @@ func (in *injector) pickWorker(ctx context.Context, pick float64) int {
 	return 1 - active
 }
 
+// providerFault runs one outage or 429 pause at the MAX or SMS emulator.
+func (in *injector) providerFault(ctx context.Context, f ProviderOutage) {
+	bg := context.WithoutCancel(ctx)
+	base := in.s.maxURL
+	if f.Channel == "sms" {
+		base = in.s.smsURL
+	}
+	start := time.Now()
+	if f.Mode == "" {
+		if err := system.SendJSON(bg, in.s.client, http.MethodPost, base+"/emulator/ratelimit", map[string]int64{"retry_after": f.RetryAfter}); err != nil {
+			in.tl.problem("opening a 429 pause at the %s emulator: %v", f.Channel, err)
+			return
+		}
+		pause(ctx, time.Duration(f.RetryAfter)*time.Second)
+		in.logf("429 scripted at the %s emulator: retry_after %ds", f.Channel, f.RetryAfter)
+	} else {
+		body := map[string]any{"mode": f.Mode, "probability": f.Probability, "duration": f.Duration.String()}
+		if f.Delay > 0 {
+			body["delay"] = f.Delay.String()
+		}
+		if err := system.SendJSON(bg, in.s.client, http.MethodPost, base+"/emulator/outage", body); err != nil {
+			in.tl.problem("starting an outage at the %s emulator: %v", f.Channel, err)
+			return
+		}
+		pause(ctx, f.Duration)
+		if err := system.SendJSON(bg, in.s.client, http.MethodDelete, base+"/emulator/outage", nil); err != nil {
+			in.tl.problem("ending an outage at the %s emulator: %v", f.Channel, err)
+		}
+		detail := ""
+		if f.Probability < 1 {
+			detail = fmt.Sprintf(" (%.0f%% of requests)", f.Probability*100)
+		}
+		in.logf("%s outage %s%s for %v", f.Channel, f.Mode, detail, time.Since(start).Round(time.Millisecond))
+	}
+	in.tl.mu.Lock()
+	in.tl.providers = append(in.tl.providers, ProviderFaultRecord{Fault: f, Start: start, End: time.Now()})
+	in.tl.mu.Unlock()
+}
+
 // outage runs one Telegram outage and measures the requests it failed.
-func (in *injector) outage(ctx context.Context, o emulator.Outage) {
+func (in *injector) outage(ctx context.Context, o emulator.Outage, long bool) {
 	bg := context.WithoutCancel(ctx)
 	before, err := in.stats(bg)
 	if err != nil {
@@ -306,7 +403,7 @@ func (in *injector) outage(ctx context.Context, o emulator.Outage) {
 		in.tl.problem("reading emulator stats: %v", err)
 		return
 	}
-	rec := OutageRecord{Outage: o, Start: start, End: end, Lives: in.s.livesDuring(start, end)}
+	rec := OutageRecord{Outage: o, Long: long, Start: start, End: end, Lives: in.s.livesDuring(start, end)}
 	switch o.Mode {
 	case emulator.FaultSlow:
 	case emulator.FaultDeliverDrop:
@@ -321,6 +418,9 @@ func (in *injector) outage(ctx context.Context, o emulator.Outage) {
 	if o.Probability < 1 {
 		detail = fmt.Sprintf(" (%.0f%% of requests)", o.Probability*100)
 	}
+	if long {
+		detail += " (longer than fallback_after)"
+	}
 	in.logf("Telegram outage %s%s for %v: %d requests failed", o.Mode, detail, end.Sub(start).Round(time.Millisecond), rec.Failing)
 }
 
@@ -333,33 +433,12 @@ func (in *injector) stats(ctx context.Context) (emulator.Stats, error) {
 	return st, err
 }
 
-// control calls an emulator control endpoint with an optional JSON body.
+// control calls a control endpoint of the Bot API emulator with an
+// optional JSON body.
 func (in *injector) control(ctx context.Context, method, path string, body any) error {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(b)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, in.s.emulatorURL+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := in.s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	}
-	return nil
+	return system.SendJSON(ctx, in.s.client, method, in.s.emulatorURL+path, body)
 }
 
 // breakerBound is the most requests an outage of the given overlap with

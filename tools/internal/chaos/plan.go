@@ -2,12 +2,16 @@ package chaos
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
 // The chats of a run. Private chats are privateBase+1 … privateBase+n.
@@ -26,6 +30,23 @@ const (
 // with the dead-letter reason the worker must give them.
 func startDead() map[int64]string {
 	return map[int64]string{3_000_001: "blocked", 3_000_002: "blocked", 3_000_003: "deactivated"}
+}
+
+// Addresses of a run's customers besides their Telegram chat. Emails at
+// bounceDomain are refused by Mailpit (550 5.1.0: a hard bounce).
+const (
+	mailDomain   = "mail.example"
+	bounceDomain = "bounce.example"
+	maxUserBase  = int64(8_000_000)
+)
+
+// Customer is what a chat's customer gives besides the chat: every order of
+// the chat carries the same addresses, so that order per recipient can be
+// checked on every channel.
+type Customer struct {
+	Email     string `json:",omitempty"`
+	Phone     string `json:",omitempty"`
+	MaxUserID int64  `json:",omitempty"`
 }
 
 // Kind is what an event does.
@@ -54,6 +75,16 @@ const (
 	RateLimitStorm
 	// BlockChat makes Event.Chat block the bot.
 	BlockChat
+	// KillChannelWorker sends SIGKILL to the worker of Event.Channel (max,
+	// email or sms) and starts it again after Event.Delay.
+	KillChannelWorker
+	// RestartMailpit stops Mailpit (SIGKILL if Event.Hard, else SIGTERM)
+	// and starts it again on the same ports and database after
+	// Event.Delay.
+	RestartMailpit
+	// ProviderFault runs Event.Provider at the MAX or SMS emulator: an
+	// outage or a 429 pause.
+	ProviderFault
 )
 
 // String names the kind in reports.
@@ -75,6 +106,12 @@ func (k Kind) String() string {
 		return "429 storm"
 	case BlockChat:
 		return "block chat"
+	case KillChannelWorker:
+		return "kill channel worker"
+	case RestartMailpit:
+		return "restart Mailpit"
+	case ProviderFault:
+		return "MAX/SMS fault"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -97,6 +134,25 @@ type Event struct {
 	Pauses []StormPause
 	// Chat is the chat of BlockChat.
 	Chat int64
+	// Channel is the channel whose worker KillChannelWorker kills.
+	Channel string `json:",omitempty"`
+	// Long marks a Telegram outage longer than the workers'
+	// fallback_after.
+	Long bool `json:",omitempty"`
+	// Provider is the fault of ProviderFault.
+	Provider ProviderOutage `json:",omitzero"`
+}
+
+// ProviderOutage is a fault of the MAX or the SMS emulator: an outage
+// (Mode set), or a 429 pause of RetryAfter seconds.
+type ProviderOutage struct {
+	// Channel is max or sms.
+	Channel     string
+	Mode        string        `json:",omitempty"`
+	Probability float64       `json:",omitempty"`
+	Duration    time.Duration `json:",omitempty"`
+	Delay       time.Duration `json:",omitempty"`
+	RetryAfter  int64         `json:",omitempty"`
 }
 
 // StormPause is one scripted 429 of a storm.
@@ -136,6 +192,14 @@ type Plan struct {
 	Private int
 	// RuntimeBlocked are the chats a BlockChat event blocks.
 	RuntimeBlocked []int64
+	// Customers are the addresses of each chat's customer besides the
+	// chat, by chat; a chat without any is absent.
+	Customers map[int64]Customer
+	// DeadRecipients are the recipients that cannot receive from the
+	// start, by channel and recipient token, with the reason the channel
+	// must give them: Telegram's blocked and deactivated chats, MAX users
+	// who stopped the bot, emails that bounce, phones that unsubscribed.
+	DeadRecipients map[string]map[string]string
 }
 
 // NewPlan derives the schedule of a run from c.Seed.
@@ -144,7 +208,8 @@ func NewPlan(c Config) Plan {
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x6368_616f_735f_7467))
 	n := int(c.FaultPhase.Seconds() * c.OrderRate)
 	p.Private = max(10, n/c.OrdersPerChat)
-	p.Orders = planOrders(rng, c, n, p.Private)
+	p.Customers, p.DeadRecipients = planCustomers(rng, c, p.Private)
+	p.Orders = planOrders(rng, c, n, p.Private, p.Customers)
 
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	around := func(mean time.Duration) time.Duration { return between(mean*3/10, mean*17/10) }
@@ -167,11 +232,29 @@ func NewPlan(c Config) Plan {
 	for t := around(c.NATSRestartEvery); t < c.FaultPhase; t += around(c.NATSRestartEvery) {
 		ev = append(ev, Event{At: t, Kind: RestartNATS, Delay: between(500*time.Millisecond, 3*time.Second), Hard: rng.Float64() < c.HardNATSFraction})
 	}
+	outages := 0
 	for t := between(2*time.Second, c.TelegramFaultEvery); t < c.FaultPhase; {
-		e, took := telegramFault(rng, p.Private, between)
+		e, took := telegramFault(rng, c, p.Private, outages, between)
 		e.At = t
 		ev = append(ev, e)
+		if e.Kind == TelegramOutage {
+			outages++
+		}
 		t += took + around(c.TelegramFaultEvery)
+	}
+	channels := []string{string(notify.ChannelMax), string(notify.ChannelEmail), string(notify.ChannelSMS)}
+	for t := around(c.ChannelWorkerKillEvery); t < c.FaultPhase; t += around(c.ChannelWorkerKillEvery) {
+		ev = append(ev, Event{At: t, Kind: KillChannelWorker, Channel: channels[rng.IntN(len(channels))],
+			Delay: between(200*time.Millisecond, 3*time.Second)})
+	}
+	for t := around(c.MailpitRestartEvery); t < c.FaultPhase; t += around(c.MailpitRestartEvery) {
+		ev = append(ev, Event{At: t, Kind: RestartMailpit, Hard: rng.Float64() < 0.5, Delay: between(time.Second, 8*time.Second)})
+	}
+	for t := between(3*time.Second, c.ProviderFaultEvery); t < c.FaultPhase; {
+		e, took := providerFault(rng, between)
+		e.At = t
+		ev = append(ev, e)
+		t += took + around(c.ProviderFaultEvery)
 	}
 	candidates := rng.Perm(p.Private)
 	for i := range min(c.RuntimeBlocks, p.Private/2) {
@@ -190,9 +273,19 @@ func faultModes() []emulator.FaultMode {
 		emulator.FaultSlow, emulator.FaultBlackhole, emulator.FaultDeliverDrop}
 }
 
-// telegramFault draws an outage or a 429 storm and how long it lasts.
-func telegramFault(rng *rand.Rand, private int, between func(lo, hi time.Duration) time.Duration) (Event, time.Duration) {
+// telegramFault draws an outage or a 429 storm and how long it lasts;
+// prior is the number of outages before it. A share of the outages
+// (c.LongOutageFraction: the second, then one in 1/fraction) fail every
+// request for longer than the workers' fallback_after, so that even a
+// short run has one.
+func telegramFault(rng *rand.Rand, c Config, private, prior int, between func(lo, hi time.Duration) time.Duration) (Event, time.Duration) {
 	if rng.Float64() < 0.65 {
+		if every := longEvery(c.LongOutageFraction); every > 0 && prior%every == 1%every {
+			modes := []emulator.FaultMode{emulator.Fault5xx, emulator.FaultJSON5xx, emulator.FaultDrop, emulator.FaultBlackhole}
+			o := emulator.Outage{Mode: modes[rng.IntN(len(modes))], Probability: 1,
+				Duration: c.Channels.FallbackAfter + between(3*time.Second, 8*time.Second)}
+			return Event{Kind: TelegramOutage, Outage: o, Long: true}, o.Duration
+		}
 		modes := faultModes()
 		o := emulator.Outage{Mode: modes[rng.IntN(len(modes))], Probability: 1, Duration: between(2*time.Second, 8*time.Second)}
 		if rng.Float64() < 0.25 {
@@ -219,6 +312,89 @@ func telegramFault(rng *rand.Rand, private int, between func(lo, hi time.Duratio
 	return e, took
 }
 
+// longEvery is how many outages there are per long one, 0 for none.
+func longEvery(fraction float64) int {
+	if fraction <= 0 {
+		return 0
+	}
+	return max(1, int(math.Round(1/fraction)))
+}
+
+// providerFault draws a fault of the MAX or SMS emulator — an outage of
+// 2–6 s in one of the modes both emulators share, or a 429 pause of 1–3 s
+// — and how long it lasts.
+func providerFault(rng *rand.Rand, between func(lo, hi time.Duration) time.Duration) (Event, time.Duration) {
+	ch := string(notify.ChannelMax)
+	if rng.IntN(2) == 0 {
+		ch = string(notify.ChannelSMS)
+	}
+	if rng.Float64() < 0.3 {
+		f := ProviderOutage{Channel: ch, RetryAfter: 1 + rng.Int64N(3)}
+		return Event{Kind: ProviderFault, Provider: f}, time.Duration(f.RetryAfter) * time.Second
+	}
+	modes := []string{"5xx", "drop", "slow", "blackhole", "deliver-drop"}
+	f := ProviderOutage{Channel: ch, Mode: modes[rng.IntN(len(modes))], Probability: 1, Duration: between(2*time.Second, 6*time.Second)}
+	if rng.Float64() < 0.3 {
+		f.Probability = 0.3 + 0.4*rng.Float64()
+	}
+	if f.Mode == "slow" {
+		f.Delay = between(500*time.Millisecond, 2*time.Second)
+	}
+	return Event{Kind: ProviderFault, Provider: f}, f.Duration
+}
+
+// planCustomers draws the addresses of each private chat's customer
+// besides the chat, and the recipients that cannot receive from the start:
+// a few emails bounce, a few phones unsubscribed, a few MAX users stopped
+// the bot. Of the chats dead from the start, 3000001's customer has an
+// email and 3000003's a phone (3000002's has neither: dead letter and dead
+// event on Telegram).
+func planCustomers(rng *rand.Rand, c Config, private int) (map[int64]Customer, map[string]map[string]string) {
+	cs := map[int64]Customer{}
+	dead := map[string]map[string]string{}
+	mark := func(ch notify.Channel, token, reason string) {
+		if dead[string(ch)] == nil {
+			dead[string(ch)] = map[string]string{}
+		}
+		dead[string(ch)][token] = reason
+	}
+	for chat, reason := range startDead() {
+		mark(notify.ChannelTelegram, strconv.FormatInt(chat, 10), reason)
+	}
+	cs[3_000_001] = Customer{Email: "c3000001@" + mailDomain}
+	cs[3_000_003] = Customer{Phone: "+15553000003"}
+	for i := 1; i <= private; i++ {
+		chat := privateBase + int64(i)
+		var cu Customer
+		if rng.Float64() < c.EmailShare {
+			domain := mailDomain
+			if rng.Float64() < 0.04 {
+				domain = bounceDomain
+			}
+			cu.Email = fmt.Sprintf("c%d@%s", chat, domain)
+			if domain == bounceDomain {
+				mark(notify.ChannelEmail, "e"+notify.HashAddress(strings.ToLower(cu.Email)), "hard_bounce")
+			}
+		}
+		if rng.Float64() < c.PhoneShare {
+			cu.Phone = fmt.Sprintf("+1555%07d", chat%10_000_000)
+			if rng.Float64() < 0.04 {
+				mark(notify.ChannelSMS, "p"+notify.HashAddress(cu.Phone), "unsubscribed")
+			}
+		}
+		if rng.Float64() < c.MaxShare {
+			cu.MaxUserID = maxUserBase + int64(i)
+			if rng.Float64() < 0.05 {
+				mark(notify.ChannelMax, "u"+strconv.FormatInt(cu.MaxUserID, 10), "blocked")
+			}
+		}
+		if cu != (Customer{}) {
+			cs[chat] = cu
+		}
+	}
+	return cs, dead
+}
+
 // catalog makes the orders look like orders; an item name with markup
 // characters checks the shop's escaping on the way.
 func catalog() []shop.Item {
@@ -233,8 +409,9 @@ func catalog() []shop.Item {
 // percent each: a group takes 20 messages a minute, and its backlog must
 // drain within the run) and the chats that are dead from the start. About a third of the orders follow
 // their predecessor to the same chat, so chats get bursts that queue up in
-// the worker and meet the faults together.
-func planOrders(rng *rand.Rand, c Config, n, private int) []PlannedOrder {
+// the worker and meet the faults together. Each order carries its chat
+// customer's other addresses.
+func planOrders(rng *rand.Rand, c Config, n, private int, customers map[int64]Customer) []PlannedOrder {
 	dead := make([]int64, 0, 3)
 	for chat := range startDead() {
 		dead = append(dead, chat)
@@ -260,7 +437,9 @@ func planOrders(rng *rand.Rand, c Config, n, private int) []PlannedOrder {
 			chat = privateBase + 1 + rng.Int64N(int64(private))
 		}
 		prev = chat
-		o := shop.Order{ID: fmt.Sprintf("S%d-%05d", c.Seed, i+1), ChatID: chat, Customer: names[rng.IntN(len(names))]}
+		cu := customers[chat]
+		o := shop.Order{ID: fmt.Sprintf("S%d-%05d", c.Seed, i+1), ChatID: chat, Customer: names[rng.IntN(len(names))],
+			Email: cu.Email, Phone: cu.Phone, MaxUserID: cu.MaxUserID}
 		for range 1 + rng.IntN(3) {
 			it := items[rng.IntN(len(items))]
 			it.Qty = 1 + rng.Int64N(3)
@@ -283,6 +462,30 @@ func (p Plan) count(k Kind) int {
 	n := 0
 	for _, e := range p.Events {
 		if e.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// customersWith counts the customers with an address on channel (email,
+// sms, max).
+func (p Plan) customersWith(channel string) int {
+	n := 0
+	for _, c := range p.Customers {
+		switch {
+		case channel == "email" && c.Email != "", channel == "sms" && c.Phone != "", channel == "max" && c.MaxUserID != 0:
+			n++
+		}
+	}
+	return n
+}
+
+// longOutages counts the Telegram outages longer than fallback_after.
+func (p Plan) longOutages() int {
+	n := 0
+	for _, e := range p.Events {
+		if e.Kind == TelegramOutage && e.Long {
 			n++
 		}
 	}

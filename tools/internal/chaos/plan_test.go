@@ -65,10 +65,32 @@ func TestPlanShape(t *testing.T) {
 					t.Errorf("%d × %v, want at least %d", n, k, minimum)
 				}
 			}
-			for _, k := range []Kind{RestartNATS, TelegramOutage, RateLimitStorm, StartStandby} {
+			for _, k := range []Kind{RestartNATS, TelegramOutage, RateLimitStorm, StartStandby, KillChannelWorker, RestartMailpit, ProviderFault} {
 				if p.count(k) == 0 {
 					t.Errorf("no %v", k)
 				}
+			}
+			if p.longOutages() == 0 {
+				t.Error("no Telegram outage longer than fallback_after")
+			}
+			for _, e := range p.Events {
+				if e.Kind == TelegramOutage && e.Long && (e.Outage.Duration <= c.Channels.FallbackAfter || e.Outage.Probability != 1) {
+					t.Errorf("long outage %+v: want every request failing for longer than %v", e.Outage, c.Channels.FallbackAfter)
+				}
+			}
+			for _, ch := range []string{"email", "sms", "max"} {
+				share := map[string]float64{"email": c.EmailShare, "sms": c.PhoneShare, "max": c.MaxShare}[ch]
+				if got, want := float64(p.customersWith(ch))/float64(p.Private), share; got < want/2 || got > want*2 {
+					t.Errorf("%.2f of the customers have a %s address, want about %.2f", got, ch, want)
+				}
+			}
+			for _, o := range p.Orders {
+				if cu := p.Customers[o.Order.ChatID]; cu.Email != o.Order.Email || cu.Phone != o.Order.Phone || cu.MaxUserID != o.Order.MaxUserID {
+					t.Fatalf("order %s carries %+v, its customer has %+v", o.Order.ID, o.Order, cu)
+				}
+			}
+			if len(p.DeadRecipients["telegram"]) != len(startDead()) {
+				t.Errorf("dead Telegram chats %v, want those of startDead", p.DeadRecipients["telegram"])
 			}
 			if p.count(BlockChat) != c.RuntimeBlocks || len(p.RuntimeBlocked) != c.RuntimeBlocks {
 				t.Errorf("%d blocks of %v, want %d", p.count(BlockChat), p.RuntimeBlocked, c.RuntimeBlocks)

@@ -21,39 +21,60 @@ func printReport(w io.Writer, c Config, res Result, elapsed time.Duration) {
 	fmt.Fprintf(w, "================ tgnotify chaos report (%s run, seed %d) ================\n", c.Name, c.Seed)
 	fmt.Fprintf(w, "orders          %d planned, %d accepted over %d chats; %d POST /orders (%d repeats answered 200)\n",
 		f.Orders, f.Accepted, f.Chats, f.Posts, f.Repeats)
-	fmt.Fprintf(w, "kills survived  publisher %d, workers %d (%s), all SIGKILL\n", f.PublisherKills, f.WorkerKills, byProcess(f.KillsBy))
+	fmt.Fprintf(w, "kills survived  publisher %d, telegram workers %d, channel workers %d (%s), all SIGKILL\n",
+		f.PublisherKills, f.WorkerKills, f.ChannelWorkerKills, byProcess(f.KillsBy))
 	fmt.Fprintf(w, "nats-server     %d restarts on the same store and port (%d with SIGKILL)\n", f.NATSRestarts, f.HardNATSRestarts)
+	fmt.Fprintf(w, "Mailpit         %d restarts on the same ports and database (%d with SIGKILL)\n", f.MailpitRestarts, f.HardMailpit)
 	fmt.Fprintf(w, "hot standby     started %d times\n", f.StandbyStarts)
-	fmt.Fprintf(w, "Telegram        outages %s; %d scripted 429s; %d chats blocked during the run\n", counts(f.Outages), f.Pauses, f.Blocks)
+	fmt.Fprintf(w, "Telegram        outages %s, %d of them longer than fallback_after %v; %d scripted 429s; %d chats blocked during the run\n",
+		counts(f.Outages), f.LongOutages, c.Channels.FallbackAfter, f.Pauses, f.Blocks)
+	fmt.Fprintf(w, "MAX, SMS        faults %s\n", counts(f.ProviderFaults))
 	e := f.Emulator
-	fmt.Fprintf(w, "emulator        %d requests, %d delivered, %d 429s (%d sent inside a pause, %d crossed the 429 on the wire, %d in flight when announced, %d punished), %d hit by outages\n",
+	fmt.Fprintf(w, "Telegram emu    %d requests, %d delivered, %d 429s (%d sent inside a pause, %d crossed the 429 on the wire, %d in flight when announced, %d punished), %d hit by outages\n",
 		e.Requests, e.Delivered, e.RateLimited, e.SentInAnyPause, e.SentCrossing429, e.InAnyPause, e.InPause, e.Faulted)
-	fmt.Fprintf(w, "outcomes        %d delivered (%d exactly once), dead letters: %s\n", f.Delivered, f.DeliveredOnce, reasons(f.DeadByReason))
+	m, t := f.MaxEmulator, f.SMSEmulator
+	fmt.Fprintf(w, "MAX emu         %d requests, %d delivered, %d 429s (%d sent inside a pause), %d hit by outages\n",
+		m.Requests, m.Delivered, m.RateLimited, m.SentInPause, m.Faulted)
+	fmt.Fprintf(w, "SMS emu         %d requests, %d created, %d 429s (%d sent inside a pause), %d hit by outages\n",
+		t.Requests, t.Created, t.RateLimited, t.InPause, t.Faulted)
+	fmt.Fprintf(w, "outcomes        %d delivered (%d exactly once) by %s; %d dead on every channel of their route\n",
+		f.Delivered, f.DeliveredOnce, reasons(f.DeliveredBy), f.DeadOrders)
+	fmt.Fprintf(w, "fallbacks       %s\n", counts(f.Fallbacks))
+	fmt.Fprintf(w, "events          %s", reasons(f.Events))
+	if n := len(f.DeliveredNoEvent); n > 0 {
+		slices.Sort(f.DeliveredNoEvent)
+		fmt.Fprintf(w, "; %d delivered orders without a delivered event (%s)", n, strings.Join(f.DeliveredNoEvent[:min(n, 5)], ", "))
+	}
+	fmt.Fprintln(w)
+	if f.HandedOnUndead > 0 {
+		fmt.Fprintf(w, "                %d handed on without a dead letter (the worker killed between the two steps)\n", f.HandedOnUndead)
+	}
+	fmt.Fprintf(w, "dead letters    %s\n", reasons(f.DeadByReason))
 	dups := 0
 	for _, n := range f.Duplicates {
 		dups += n
 	}
-	fmt.Fprintf(w, "duplicates      %d extra copies at Telegram", dups)
+	fmt.Fprintf(w, "duplicates      %d extra copies over all providers", dups)
 	for _, cause := range slices.Sorted(maps.Keys(f.Duplicates)) {
 		fmt.Fprintf(w, "; %d %s", f.Duplicates[cause], cause)
 	}
 	fmt.Fprintln(w)
 	n := f.Duplicates[CauseWorkerKilled] + f.DeliveredAndDead[CauseWorkerKilled]
-	fmt.Fprintf(w, "the window      hit %d times: a worker killed after Telegram accepted a message and before recording it", n)
+	fmt.Fprintf(w, "the window      hit %d times: a worker killed after its provider accepted a message and before recording it", n)
 	if len(f.KillGaps) > 0 {
 		lo, hi := slices.Min(f.KillGaps), slices.Max(f.KillGaps)
 		fmt.Fprintf(w, " (kill %+v to %+v from the accepted copy)", lo.Round(time.Millisecond), hi.Round(time.Millisecond))
 	}
 	fmt.Fprintln(w)
 	if len(f.DeliveredAndDead) > 0 {
-		fmt.Fprintf(w, "delivered+dead  %s (delivered, the answer lost, then the chat blocked)\n", counts(f.DeliveredAndDead))
+		fmt.Fprintf(w, "delivered+gave up %s (delivered, the answer lost, then the channel gave up on it)\n", counts(f.DeliveredAndDead))
 	}
 	fmt.Fprintf(w, "order           %d violations\n", f.OrderViolations)
 	if len(f.Latency) > 0 {
 		fmt.Fprintf(w, "commit→delivery p50 %v, p99 %v, max %v over %d orders\n",
 			system.Percentile(f.Latency, 50), system.Percentile(f.Latency, 99), system.Percentile(f.Latency, 100), len(f.Latency))
 	}
-	fmt.Fprintf(w, "outages         %d calls failed in full outages, breaker bound %d\n", f.OutageFailing, f.OutageBound)
+	fmt.Fprintf(w, "outages         %d calls failed in full Telegram outages, breaker bound %d\n", f.OutageFailing, f.OutageBound)
 	fmt.Fprintln(w, "checks")
 	for _, c := range res.Checks {
 		mark := "ok  "

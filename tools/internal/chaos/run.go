@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
-	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
@@ -53,12 +51,15 @@ func Run(ctx context.Context, c Config, out io.Writer, verbose bool) (Result, er
 	}
 	plan := NewPlan(c)
 	fmt.Fprintf(out, "chaos: %s run, seed %d (rerun with -seed %d); data and logs in %s\n", c.Name, c.Seed, c.Seed, dir)
-	fmt.Fprintf(out, "plan: %d orders at %.0f/s over %v; %d publisher kills, %d worker kills, %d nats-server restarts, "+
-		"%d Telegram outages, %d 429 storms, %d standby periods, %d chats blocked during the run\n",
-		len(plan.Orders), c.OrderRate, c.FaultPhase, plan.count(KillPublisher), plan.count(KillWorker), plan.count(RestartNATS),
-		plan.count(TelegramOutage), plan.count(RateLimitStorm), plan.count(StartStandby), plan.count(BlockChat))
+	fmt.Fprintf(out, "plan: %d orders at %.0f/s over %v (%d customers with an email, %d with a phone, %d with a MAX user, of %d); "+
+		"%d publisher kills, %d telegram worker kills, %d channel worker kills, %d nats-server restarts, %d Mailpit restarts, "+
+		"%d Telegram outages (%d longer than fallback_after %v), %d 429 storms, %d MAX/SMS faults, %d standby periods, %d chats blocked during the run\n",
+		len(plan.Orders), c.OrderRate, c.FaultPhase, plan.customersWith("email"), plan.customersWith("sms"), plan.customersWith("max"), plan.Private,
+		plan.count(KillPublisher), plan.count(KillWorker), plan.count(KillChannelWorker), plan.count(RestartNATS), plan.count(RestartMailpit),
+		plan.count(TelegramOutage), plan.longOutages(), c.Channels.FallbackAfter, plan.count(RateLimitStorm), plan.count(ProviderFault),
+		plan.count(StartStandby), plan.count(BlockChat))
 
-	s, err := newSUT(c, dir)
+	s, err := newSUT(c, dir, plan)
 	if err != nil {
 		return Result{}, err
 	}
@@ -66,7 +67,7 @@ func Run(ctx context.Context, c Config, out io.Writer, verbose bool) (Result, er
 	if err := s.start(ctx); err != nil {
 		return Result{}, fmt.Errorf("starting the system: %w", err)
 	}
-	fmt.Fprintf(out, "started nats-server, botapi-emulator, shop, publisher, worker-1 (logs in %s)\n", s.sup.Dir())
+	fmt.Fprintf(out, "started nats-server, botapi-emulator, max-emulator, sms-emulator, mailpit, shop, publisher, max-worker, email-worker, sms-worker, worker-1 (logs in %s)\n", s.sup.Dir())
 	nc, err := nats.Connect(s.natsURL, nats.Name("chaos"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return Result{}, fmt.Errorf("connecting to NATS: %w", err)
@@ -220,9 +221,8 @@ func (r *runner) progress(ctx context.Context, start time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	delivered, dead := "?", "?"
-	var st emulator.Stats
-	if err := system.GetJSON(ctx, r.s.client, r.s.emulatorURL+"/emulator/stats", &st); err == nil {
-		delivered = fmt.Sprint(st.Delivered)
+	if n, err := r.delivered(ctx); err == nil {
+		delivered = fmt.Sprint(n)
 	}
 	if str, err := r.js.Stream(ctx, jetstream.StreamDead); err == nil {
 		if info, err := str.Info(ctx); err == nil {
@@ -232,13 +232,13 @@ func (r *runner) progress(ctx context.Context, start time.Time) {
 	r.tl.mu.Lock()
 	kills, restarts, outages := len(r.tl.kills), len(r.tl.natsRestart), len(r.tl.outages)
 	r.tl.mu.Unlock()
-	fmt.Fprintf(r.out, "%6.0fs  accepted %d · delivered %s · dead letters %s · kills %d · nats restarts %d · outages %d\n",
+	fmt.Fprintf(r.out, "%6.0fs  accepted %d · delivered %s (all channels) · dead letters %s · kills %d · nats restarts %d · outages %d\n",
 		time.Since(start).Seconds(), r.pl.Created.Load(), delivered, dead, kills, restarts, outages)
 }
 
 // drain waits until every accepted order's notification is in NOTIFY and
-// acknowledged, the outbox is empty and Telegram has seen nothing new for a
-// second, or the drain timeout passes.
+// acknowledged on every channel, the outbox is empty and no provider has
+// accepted anything new for a second, or the drain timeout passes.
 func (r *runner) drain(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.c.DrainTimeout)
 	defer cancel()
@@ -258,17 +258,17 @@ func (r *runner) drain(ctx context.Context) error {
 			continue // the deadline cut the check short: report the last answer
 		}
 		why = left
-		var st emulator.Stats
-		if err := system.GetJSON(ctx, r.s.client, r.s.emulatorURL+"/emulator/stats", &st); err != nil {
+		n, err := r.delivered(ctx)
+		if err != nil {
 			if ctx.Err() == nil {
-				why = "emulator: " + err.Error()
+				why = "providers: " + err.Error()
 			}
 			continue
 		}
-		if st.Delivered == lastDelivered {
+		if n == lastDelivered {
 			stable++
 		} else {
-			stable, lastDelivered = 0, st.Delivered
+			stable, lastDelivered = 0, n
 		}
 		if why == "" && stable >= 2 {
 			return nil
@@ -280,62 +280,24 @@ func (r *runner) drain(ctx context.Context) error {
 func (r *runner) notDrained(ctx context.Context) string {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := readOutbox(qctx, r.s.dbPath)
+	rows, err := system.ReadOutbox(qctx, r.s.dbPath)
 	if err != nil {
 		return err.Error()
 	}
-	if n := pendingRows(rows); n > 0 {
+	if n := system.PendingRows(rows); n > 0 {
 		return fmt.Sprintf("%d outbox rows pending", n)
 	}
 	want := uint64(r.pl.Created.Load())
-	inStream, err := system.NotificationsInStream(qctx, r.js)
+	done, err := system.Drained(qctx, r.js, want)
 	if err != nil {
 		return err.Error()
 	}
-	info, err := system.ConsumerInfo(qctx, r.js)
-	if err != nil {
-		return err.Error()
-	}
-	if inStream < want || info.NumPending > 0 || info.NumAckPending > 0 {
-		return fmt.Sprintf("NOTIFY holds %d of %d notifications; consumer %d pending, %d unacknowledged", inStream, want, info.NumPending, info.NumAckPending)
+	if !done {
+		bs, err := system.Backlogs(qctx, r.js)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("%d notifications accepted; consumers: %s", want, system.BacklogText(bs))
 	}
 	return ""
-}
-
-// collect reads the final state into o; what cannot be read is a problem.
-func (r *runner) collect(ctx context.Context, o *Observed) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	problem := func(what string, err error) {
-		o.Problems = append(o.Problems, fmt.Sprintf("reading %s: %v", what, err))
-	}
-	o.Placements = r.pl.Snapshot()
-	var err error
-	if o.Outbox, err = readOutbox(ctx, r.s.dbPath); err != nil {
-		problem("the outbox", err)
-	}
-	if o.Stream, err = readStream(ctx, r.js); err != nil {
-		problem("NOTIFY", err)
-	}
-	if o.Dead, err = system.DeadLetters(ctx, r.js); err != nil {
-		problem("NOTIFY_DEAD", err)
-	}
-	if info, err := system.ConsumerInfo(ctx, r.js); err != nil {
-		problem("the consumer", err)
-	} else {
-		o.Pending, o.AckPending = info.NumPending, uint64(info.NumAckPending)
-	}
-	client := &http.Client{Timeout: time.Minute}
-	if o.Messages, o.Emulator, err = emulatorRecord(ctx, client, r.s.emulatorURL); err != nil {
-		problem("the emulator's record", err)
-	}
-	r.tl.mu.Lock()
-	defer r.tl.mu.Unlock()
-	o.Kills = append(o.Kills, r.tl.kills...)
-	o.NATSRestarts = append(o.NATSRestarts, r.tl.natsRestart...)
-	o.Outages = append(o.Outages, r.tl.outages...)
-	o.Pauses = append(o.Pauses, r.tl.pauses...)
-	o.Blocks = r.tl.blocks
-	o.Standby = r.tl.standby
-	o.Problems = append(o.Problems, r.tl.problems...)
 }

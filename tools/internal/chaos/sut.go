@@ -3,9 +3,12 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,27 +17,54 @@ import (
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
-// emulatorToken is the test token the emulator accepts; not a secret.
-const emulatorToken = "123456789:CHAOS-emulator-token"
+// Test credentials the emulators accept; not secrets.
+const (
+	emulatorToken = "123456789:CHAOS-emulator-token"
+	maxToken      = "CHAOS-max-emulator-token"
+	twilioSID     = "AC00000000000000000000000000000000"
+	twilioToken   = "emulator-auth-token"
+	smsFrom       = "+15005550006"
+	mailFrom      = "Chaos Shop <orders@shop.example>"
+	// messageIDDomain is the right-hand side of every email's Message-ID.
+	messageIDDomain = "shop.example"
+)
 
 // Process names.
 const (
-	nameNATS      = "nats-server"
-	nameEmulator  = "botapi-emulator"
-	nameShop      = "shop"
-	namePublisher = "publisher"
+	nameNATS        = "nats-server"
+	nameEmulator    = "botapi-emulator"
+	nameMaxEmulator = "max-emulator"
+	nameSMSEmulator = "sms-emulator"
+	nameMailpit     = "mailpit"
+	nameShop        = "shop"
+	namePublisher   = "publisher"
 )
 
-// workerName names worker i (0 or 1).
+// workerName names telegram worker i (0 or 1).
 func workerName(i int) string { return "worker-" + strconv.Itoa(i+1) }
+
+// channelWorkerName names the worker process of a fallback channel (max,
+// email, sms): its binary's name.
+func channelWorkerName(channel string) string { return channel + "-worker" }
+
+// workerOf reports whether a process is a worker of channel: worker-1 and
+// worker-2 are Telegram's.
+func workerOf(process, channel string) bool {
+	if channel == "telegram" {
+		return strings.HasPrefix(process, "worker-")
+	}
+	return process == channelWorkerName(channel)
+}
 
 // sut is the system under test: the processes and where they listen. Ports
 // are chosen at the first start and kept, so that a restarted nats-server is
 // found by its clients at the same URL.
 type sut struct {
 	cfg     Config
+	plan    Plan
 	sup     *procs.Supervisor
 	dbPath  string
 	dataDir string
@@ -47,7 +77,13 @@ type sut struct {
 	monPort     int
 	natsURL     string
 	emulatorURL string
+	maxURL      string
+	smsURL      string
 	shopURL     string
+	// Mailpit keeps its ports across restarts: the email worker knows its
+	// SMTP address.
+	smtpPort, mailpitAPIPort int
+	mailpitURL               string
 
 	mu    sync.Mutex
 	procs map[string]*procs.Process
@@ -62,13 +98,13 @@ type life struct {
 }
 
 // newSUT prepares the directories; start starts the processes.
-func newSUT(c Config, dir string) (*sut, error) {
+func newSUT(c Config, dir string, plan Plan) (*sut, error) {
 	sup, err := procs.New(filepath.Join(dir, "logs"), nil)
 	if err != nil {
 		return nil, err
 	}
 	s := &sut{
-		cfg: c, sup: sup,
+		cfg: c, plan: plan, sup: sup,
 		dataDir: filepath.Join(dir, "data"),
 		unset:   system.CleanEnv(),
 		client:  &http.Client{Timeout: 5 * time.Second},
@@ -122,17 +158,96 @@ func (s *sut) start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.launch(ctx, nameMaxEmulator, func(port int) (procs.Spec, string) {
+		s.maxURL = "http://" + procs.Addr(port)
+		blocked := slices.Sorted(maps.Keys(s.plan.DeadRecipients["max"]))
+		return procs.Spec{Name: nameMaxEmulator, Path: s.bin(nameMaxEmulator), Unset: s.unset, Args: []string{
+			"-http", procs.Addr(port), "-token", maxToken, "-blocked", strings.Join(blocked, ","),
+			"-latency", "25ms", "-latency-jitter", "15ms", "-seed", strconv.FormatInt(s.cfg.Seed, 10),
+		}}, s.maxURL + "/emulator/healthz"
+	}); err != nil {
+		return err
+	}
+	if err := s.launch(ctx, nameSMSEmulator, func(port int) (procs.Spec, string) {
+		s.smsURL = "http://" + procs.Addr(port)
+		var unsubscribed []string
+		for _, cu := range s.plan.Customers {
+			if _, dead := s.plan.DeadRecipients["sms"]["p"+notify.HashAddress(cu.Phone)]; dead && cu.Phone != "" {
+				unsubscribed = append(unsubscribed, cu.Phone)
+			}
+		}
+		slices.Sort(unsubscribed)
+		return procs.Spec{Name: nameSMSEmulator, Path: s.bin(nameSMSEmulator), Unset: s.unset, Args: []string{
+			"-http", procs.Addr(port), "-account-sid", twilioSID, "-auth-token", twilioToken,
+			"-unsubscribed", strings.Join(unsubscribed, ","),
+			"-segments-per-second", fmt.Sprint(s.cfg.Channels.SMSSegmentsPerSecond),
+			"-latency", "25ms", "-latency-jitter", "15ms", "-seed", strconv.FormatInt(s.cfg.Seed, 10),
+		}}, s.smsURL + "/emulator/healthz"
+	}); err != nil {
+		return err
+	}
+	mp, err := procs.FreePorts(2)
+	if err != nil {
+		return err
+	}
+	s.smtpPort, s.mailpitAPIPort = mp[0], mp[1]
+	s.mailpitURL = "http://" + procs.Addr(s.mailpitAPIPort)
+	if err := s.startMailpit(ctx); err != nil {
+		return err
+	}
 	if err := s.launch(ctx, nameShop, func(port int) (procs.Spec, string) {
 		s.shopURL = "http://" + procs.Addr(port)
 		return procs.Spec{Name: nameShop, Path: s.bin(nameShop), Unset: s.unset,
-			Args: []string{"-db", s.dbPath, "-http", procs.Addr(port)}}, s.shopURL + "/healthz"
+			Args: []string{"-db", s.dbPath, "-http", procs.Addr(port), "-nats", s.natsURL}}, s.shopURL + "/healthz"
 	}); err != nil {
 		return err
 	}
 	if err := s.startPublisher(ctx); err != nil {
 		return err
 	}
+	for _, ch := range fallbackChannels() {
+		if err := s.startChannelWorker(ctx, ch); err != nil {
+			return err
+		}
+	}
 	return s.startWorker(ctx, 0)
+}
+
+// fallbackChannels are the channels after Telegram, each with one worker
+// process.
+func fallbackChannels() []string { return []string{"max", "email", "sms"} }
+
+// destinations are where the providers record what they accepted.
+func (s *sut) destinations() system.Destinations {
+	return system.Destinations{Telegram: s.emulatorURL, Max: s.maxURL, SMS: s.smsURL, Mailpit: s.mailpitURL}
+}
+
+// startMailpit starts Mailpit on the run's SMTP and API ports with its
+// database in the data directory, so that a restart finds the messages it
+// had. Recipients outside mailDomain are refused with 550 5.1.0 (a hard
+// bounce).
+func (s *sut) startMailpit(ctx context.Context) error {
+	args := append(system.MailpitArgs(procs.Addr(s.smtpPort), procs.Addr(s.mailpitAPIPort), filepath.Join(s.dataDir, "mailpit.db")),
+		"--smtp-allowed-recipients", "@"+regexp.QuoteMeta(mailDomain)+"$")
+	p, err := s.sup.Start(procs.Spec{Name: nameMailpit, Path: s.bin(nameMailpit), Args: args, Unset: s.unset, StopTimeout: s.cfg.StopTimeout})
+	if err != nil {
+		return err
+	}
+	s.set(nameMailpit, p)
+	return p.WaitReady(ctx, s.mailpitURL+"/readyz", s.cfg.ReadyTimeout)
+}
+
+// stopMailpit stops Mailpit, with SIGKILL when hard.
+func (s *sut) stopMailpit(hard bool) error {
+	p := s.proc(nameMailpit)
+	if p == nil {
+		return nil
+	}
+	if hard {
+		p.Kill()
+		return nil
+	}
+	return p.Stop()
 }
 
 // bin returns the path of a binary.
@@ -292,13 +407,50 @@ func (s *sut) startPublisher(ctx context.Context) error {
 	return s.restart(ctx, namePublisher, s.publisherSpec)
 }
 
-// workerSpec is worker i on port.
+// workerArgs are the flags every worker process gets: NATS, its HTTP port,
+// the declaration, the run's timers and fallback_after.
+func (s *sut) workerArgs(port int) []string {
+	return append([]string{
+		"-nats", s.natsURL, "-http", procs.Addr(port),
+		"-stats-interval", "1s", "-shutdown-timeout", "5s", "-jetstream-config", s.declaration,
+		"-fallback-after-transactional", s.cfg.Channels.FallbackAfter.String(),
+	}, s.cfg.Worker.args()...)
+}
+
+// channelWorkerSpec is the worker of a fallback channel on port.
+func (s *sut) channelWorkerSpec(channel string) func(port int) (procs.Spec, string) {
+	return func(port int) (procs.Spec, string) {
+		c := s.cfg.Channels
+		args := s.workerArgs(port)
+		var env []string
+		switch channel {
+		case "max":
+			args = append(args, "-max-api", s.maxURL)
+			env = []string{"MAX_BOT_TOKEN=" + maxToken}
+		case "email":
+			args = append(args, "-smtp", procs.Addr(s.smtpPort), "-smtp-tls", "none", "-from", mailFrom,
+				"-message-id-domain", messageIDDomain, "-rate", fmt.Sprint(c.EmailRate), "-recipient-per-minute", fmt.Sprint(c.EmailPerRecipient))
+		case "sms":
+			args = append(args, "-sms-api", s.smsURL, "-from", smsFrom, "-segments-per-second", fmt.Sprint(c.SMSSegmentsPerSecond),
+				"-recipient-per-minute", fmt.Sprint(c.SMSRecipientsPerMinute))
+			env = []string{"TWILIO_ACCOUNT_SID=" + twilioSID, "TWILIO_AUTH_TOKEN=" + twilioToken}
+		}
+		name := channelWorkerName(channel)
+		return procs.Spec{Name: name, Path: s.bin(name), Args: args, Env: env, Unset: s.unset},
+			"http://" + procs.Addr(port) + "/healthz"
+	}
+}
+
+// startChannelWorker starts (or restarts) the worker of a fallback
+// channel.
+func (s *sut) startChannelWorker(ctx context.Context, channel string) error {
+	return s.restart(ctx, channelWorkerName(channel), s.channelWorkerSpec(channel))
+}
+
+// workerSpec is telegram worker i on port.
 func (s *sut) workerSpec(i int) func(port int) (procs.Spec, string) {
 	return func(port int) (procs.Spec, string) {
-		args := append([]string{
-			"-nats", s.natsURL, "-telegram-api", s.emulatorURL, "-http", procs.Addr(port),
-			"-stats-interval", "1s", "-shutdown-timeout", "5s", "-jetstream-config", s.declaration,
-		}, s.cfg.Worker.args()...)
+		args := append(s.workerArgs(port), "-telegram-api", s.emulatorURL)
 		return procs.Spec{Name: workerName(i), Path: s.bin("telegram-worker"), Args: args,
 				Env: []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}, Unset: s.unset},
 			"http://" + procs.Addr(port) + "/healthz"
@@ -367,7 +519,12 @@ func (s *sut) activeWorker(ctx context.Context) int {
 // last, and reports each one's end.
 func (s *sut) stopAll() (lines []string, failed bool) {
 	var order []*procs.Process
-	for _, name := range []string{nameShop, namePublisher, workerName(1), workerName(0), nameEmulator, nameNATS} {
+	names := []string{nameShop, namePublisher, workerName(1), workerName(0)}
+	for _, ch := range fallbackChannels() {
+		names = append(names, channelWorkerName(ch))
+	}
+	names = append(names, nameEmulator, nameMaxEmulator, nameSMSEmulator, nameMailpit, nameNATS)
+	for _, name := range names {
 		if p := s.proc(name); p != nil {
 			order = append(order, p)
 		}
