@@ -3,6 +3,8 @@ package delivery
 import (
 	"encoding/json"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,43 +50,151 @@ const (
 )
 
 // events publishes events without holding up the attempt that caused them:
-// asynchronously, with a goroutine that checks each PubAck.
+// asynchronously, checking each PubAck, and publishing again (the message id
+// drops a repeat) an event that was refused or not confirmed, with backoff,
+// until it is stored. The application relies on them: an order whose
+// delivered event was lost shows "pending" for ever (found by the chaos
+// suite, when NATS restarted under the worker). While NATS is unreachable
+// nothing is published: events wait instead of filling the reconnect buffer.
 type events struct {
-	js      natsjs.JetStream
-	channel string
-	log     *slog.Logger
-	errors  func()
-	acks    chan natsjs.PubAckFuture
-	done    chan struct{}
+	js        natsjs.JetStream
+	channel   string
+	log       *slog.Logger
+	errors    func()
+	connected func() bool
+
+	queue   chan *pendingEvent  // to publish: new events and retries
+	acks    chan publishedEvent // published, PubAck not checked yet
+	pending atomic.Int64        // events not stored yet
+	stop    chan struct{}       // closed when unstored events are abandoned
+	done    sync.WaitGroup      // run's goroutines
+	retries sync.WaitGroup      // retry timers waiting to queue their event
 }
+
+// pendingEvent is an event on its way to the stream.
+type pendingEvent struct {
+	msg   *nats.Msg
+	tries int
+}
+
+type publishedEvent struct {
+	ev *pendingEvent
+	f  natsjs.PubAckFuture
+}
+
+// eventQueue bounds the events waiting to be published; more are dropped
+// with a warning (NATS unreachable for long, at full rate).
+const eventQueue = 65536
 
 func newEvents(js natsjs.JetStream, channel string, log *slog.Logger, onError func()) *events {
-	return &events{js: js, channel: channel, log: log, errors: onError, acks: make(chan natsjs.PubAckFuture, 4096), done: make(chan struct{})}
+	e := &events{js: js, channel: channel, log: log, errors: onError,
+		connected: func() bool { return js.Conn().IsConnected() },
+		queue:     make(chan *pendingEvent, eventQueue), acks: make(chan publishedEvent, 4096), stop: make(chan struct{})}
+	e.done.Add(2) // run and confirm; close waits for both
+	return e
 }
 
-// run checks the PubAcks until close.
+// run publishes and confirms events until close. Run must be called once
+// before close.
 func (e *events) run() {
-	defer close(e.done)
-	for f := range e.acks {
+	go e.confirm()
+	defer e.done.Done()
+	wait := time.NewTicker(50 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		var ev *pendingEvent
 		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			e.errors()
-			e.log.Warn("an event was not stored", "subject", f.Msg().Subject, "id", f.Msg().Header.Get(nats.MsgIdHdr), "err", err)
+		case ev = <-e.queue:
+		case <-e.stop:
+			close(e.acks)
+			return
+		}
+		for !e.connected() {
+			select {
+			case <-wait.C:
+			case <-e.stop:
+				close(e.acks)
+				return
+			}
+		}
+		f, err := e.js.PublishMsgAsync(ev.msg)
+		if err != nil {
+			e.retry(ev, err)
+			continue
+		}
+		select {
+		case e.acks <- publishedEvent{ev: ev, f: f}:
+		case <-e.stop:
+			close(e.acks)
+			return
 		}
 	}
 }
 
-// close waits at most timeout for the outstanding PubAcks.
-func (e *events) close(timeout time.Duration) {
-	close(e.acks)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-e.done:
-	case <-t.C:
-		e.log.Warn("events not confirmed at shutdown")
+// confirm checks the PubAcks in publishing order.
+func (e *events) confirm() {
+	defer e.done.Done()
+	for p := range e.acks {
+		select {
+		case <-p.f.Ok():
+			if p.ev.tries > 0 {
+				e.log.Info("event stored after being retried", "subject", p.ev.msg.Subject, "id", p.ev.msg.Header.Get(nats.MsgIdHdr), "tries", p.ev.tries+1)
+			}
+			e.pending.Add(-1)
+		case err := <-p.f.Err():
+			e.retry(p.ev, err)
+		case <-e.stop:
+			return
+		}
 	}
+}
+
+// retry publishes ev again after a backoff (100 ms doubling to 5 s).
+func (e *events) retry(ev *pendingEvent, err error) {
+	e.errors()
+	if ev.tries == 0 {
+		e.log.Warn("an event was not stored; publishing it again until it is", "subject", ev.msg.Subject,
+			"id", ev.msg.Header.Get(nats.MsgIdHdr), "err", err)
+	}
+	ev.tries++
+	delay := min(100*time.Millisecond<<min(ev.tries-1, 6), 5*time.Second)
+	e.retries.Add(1)
+	go func() {
+		defer e.retries.Done()
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			e.enqueue(ev)
+		case <-e.stop:
+		}
+	}()
+}
+
+// enqueue queues ev for publishing, or drops it when the queue is full.
+func (e *events) enqueue(ev *pendingEvent) {
+	select {
+	case e.queue <- ev:
+	default:
+		e.pending.Add(-1)
+		e.errors()
+		e.log.Error("event queue full: an event is lost", "subject", ev.msg.Subject, "id", ev.msg.Header.Get(nats.MsgIdHdr))
+	}
+}
+
+// close waits at most timeout for every event to be stored, then abandons
+// the rest.
+func (e *events) close(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for e.pending.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := e.pending.Load(); n > 0 {
+		e.log.Warn("events not stored at shutdown", "count", n)
+	}
+	close(e.stop)
+	e.done.Wait()
+	e.retries.Wait()
 }
 
 func (e *events) publish(subject, id string, ev Event) {
@@ -96,17 +206,8 @@ func (e *events) publish(subject, id string, ev Event) {
 	m.Header.Set(nats.MsgIdHdr, id)
 	m.Header.Set(jetstream.HeaderKey, ev.Key)
 	m.Header.Set(jetstream.HeaderContentType, "application/json")
-	f, err := e.js.PublishMsgAsync(m)
-	if err != nil {
-		e.errors()
-		e.log.Warn("cannot publish an event", "subject", subject, "key", ev.Key, "err", err)
-		return
-	}
-	select {
-	case e.acks <- f:
-	default:
-		// Too many unconfirmed: checked by nobody, but sent.
-	}
+	e.pending.Add(1)
+	e.enqueue(&pendingEvent{msg: m})
 }
 
 // delivered tells that the notification was delivered on channel. A

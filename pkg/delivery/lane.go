@@ -42,6 +42,10 @@ type lane struct {
 	touched   time.Time
 	// cleared: checked since the last takeover (scheduler.laneCleared).
 	cleared bool
+	// verify is a hold left by another worker (or an earlier life of this
+	// one) that the worker has yet to check: until then the lane does not
+	// send (scheduler.holdVerified).
+	verify *hold
 }
 
 // chatSlackFraction is the share of a recipient's interval by which a send
@@ -154,7 +158,7 @@ func (l *lane) holds(seq uint64) bool {
 
 // idle reports whether the lane holds nothing and can be dropped.
 func (l *lane) idle() bool {
-	return l.inflight == nil && len(l.queue) == 0 && len(l.parked) == 0 && l.holdUntil.IsZero()
+	return l.inflight == nil && len(l.queue) == 0 && len(l.parked) == 0 && l.holdUntil.IsZero() && l.verify == nil
 }
 
 func cmpU64(a, b uint64) int {

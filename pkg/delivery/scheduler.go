@@ -59,6 +59,16 @@ type scheduler struct {
 	takeoverUntil time.Time
 	clearing      map[string]bool
 	toClear       []string
+	// toVerify are lanes with an inherited hold the worker has yet to
+	// check (holdVerified).
+	toVerify []holdCheck
+}
+
+// holdCheck asks the worker which of a recipient's messages from first on a
+// previous worker may still hold.
+type holdCheck struct {
+	recipient string
+	first     uint64
 }
 
 // schedConfig are the scheduler's limits.
@@ -130,19 +140,60 @@ func newScheduler(cfg schedConfig, view schedView) *scheduler {
 }
 
 // laneFor returns the recipient's lane, creating it. A new lane honours a
-// hold left by another worker (or an earlier life of this one): later
-// messages of the recipient wait until the parked ones come back.
+// hold left by another worker (or an earlier life of this one): it sends
+// nothing until the worker has checked which of the parked messages are
+// still out (holdVerified); its later messages wait in the lane meanwhile.
+// The hold names only the first parked message, which may have come back
+// and been sent long ago: trusting it blindly kept a recipient waiting for
+// a message that never returns, and every worker life that inherited it
+// pushed it further (found by the chaos suite).
 func (s *scheduler) laneFor(recipient string, now time.Time) *lane {
 	if l, ok := s.lanes[recipient]; ok {
 		return l
 	}
 	l := &lane{key: recipient, limiter: rate.NewLimiter(s.cfg.laneRate(recipient), 1), heapIdx: -1, touched: now}
 	if h, ok := s.view.hold(recipient); ok && now.Before(h.Until.Add(s.cfg.parkGrace)) {
-		l.addParked(h.First, h.Until)
+		l.verify = &h
 		l.holdUntil = h.Until
+		s.toVerify = append(s.toVerify, holdCheck{recipient: recipient, first: h.First})
 	}
 	s.lanes[recipient] = l
 	return l
+}
+
+// takeVerifies returns the inherited holds to check, and forgets them.
+func (s *scheduler) takeVerifies() []holdCheck {
+	out := s.toVerify
+	s.toVerify = nil
+	return out
+}
+
+// holdVerified applies the check of an inherited hold: suspects are the
+// recipient's messages from the hold's first on that are neither settled
+// nor held here. They join the lane as parked until the hold's deadline
+// (their own deadlines are earlier); with none, the hold is released. The
+// hold is not extended: only this lane's own parking writes a later one.
+func (s *scheduler) holdVerified(recipient string, suspects []uint64, now time.Time) effects {
+	l, ok := s.lanes[recipient]
+	if !ok || l.verify == nil {
+		return effects{}
+	}
+	h := *l.verify
+	l.verify = nil
+	for _, seq := range suspects {
+		if !l.holds(seq) {
+			l.addParked(seq, h.Until)
+		}
+	}
+	var eff effects
+	switch {
+	case len(l.parked) == 0:
+		eff.holds = append(eff.holds, s.releaseHold(l))
+	case l.parked[0].seq != h.First:
+		eff.holds = append(eff.holds, holdChange{recipient: l.key, h: hold{First: l.parked[0].seq, Until: later(l.holdUntil, l.lastDeadline())}})
+	}
+	s.reschedule(l, now)
+	return eff
 }
 
 // arrive places a delivered message in its recipient's lane: in sequence
@@ -165,7 +216,7 @@ func (s *scheduler) arrive(j *job, now time.Time) (eff effects, dup bool) {
 	default:
 		dup = l.insert(j)
 	}
-	if len(l.parked) == 0 && !l.holdUntil.IsZero() {
+	if len(l.parked) == 0 && !l.holdUntil.IsZero() && l.verify == nil {
 		eff.holds = append(eff.holds, s.releaseHold(l))
 	}
 	s.reschedule(l, now)
@@ -236,7 +287,7 @@ func (s *scheduler) reschedule(l *lane, now time.Time) {
 	if l.heap != nil {
 		heap.Remove(l.heap, l.heapIdx)
 	}
-	if !l.schedulable() {
+	if !l.schedulable() || l.verify != nil {
 		return
 	}
 	if !l.cleared && now.Before(s.takeoverUntil) {
@@ -565,7 +616,13 @@ func (s *scheduler) housekeep(now time.Time) (effects, []expired) {
 		if n := l.expireParked(now, s.cfg.parkGrace); n > 0 {
 			gone = append(gone, expired{recipient: key, count: n})
 		}
-		if len(l.parked) == 0 && !l.holdUntil.IsZero() {
+		if l.verify != nil && now.After(l.verify.Until.Add(s.cfg.parkGrace)) {
+			// The check never answered (JetStream unreachable all along):
+			// the hold is over anyway.
+			l.verify = nil
+			gone = append(gone, expired{recipient: key, count: 1})
+		}
+		if len(l.parked) == 0 && !l.holdUntil.IsZero() && l.verify == nil {
 			eff.holds = append(eff.holds, s.releaseHold(l))
 		}
 		if l.idle() && now.Sub(l.touched) > idleLaneAfter && l.limiter.TokensAt(now) >= 1 {

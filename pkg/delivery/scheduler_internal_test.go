@@ -324,21 +324,79 @@ func TestSchedulerParksTheLaneBehindARetry(t *testing.T) {
 
 func first(e effects, _ bool) effects { return e }
 
-// A hold left by another worker makes a new lane wait: later messages are
-// parked behind the held sequence until the hold's deadline.
+// A hold left by another worker makes a new lane wait until the worker has
+// checked it: later messages wait in the lane, nothing is sent; the check
+// finds the held message still out, so it is parked until the hold's
+// deadline and sent first when it comes back.
 func TestSchedulerHonoursAnotherWorkersHold(t *testing.T) {
 	s, v := newTestScheduler(30)
 	v.holds["100"] = hold{First: 10, Until: t0.Add(5 * time.Second)}
 	eff, _ := s.arrive(mkJob(12, "100"), t0)
-	if len(eff.naks) != 1 || eff.naks[0].delay < 5*time.Second {
-		t.Fatalf("seq 12 effects %+v, want parked until the hold's deadline", eff.naks)
+	if len(eff.naks) != 0 || len(eff.holds) != 0 {
+		t.Fatalf("seq 12 effects %+v, want it kept in the lane while the hold is checked", eff)
+	}
+	if j, _ := s.next(t0); j != nil {
+		t.Fatalf("sent seq %d before the hold was checked", j.seq)
+	}
+	checks := s.takeVerifies()
+	if len(checks) != 1 || checks[0] != (holdCheck{recipient: "100", first: 10}) {
+		t.Fatalf("checks %+v, want the hold of 100 from seq 10", checks)
+	}
+	eff = s.holdVerified("100", []uint64{10}, t0.Add(100*time.Millisecond))
+	if len(eff.holds) != 0 {
+		t.Fatalf("the check rewrote or released a hold that is still right: %+v", eff.holds)
+	}
+	if j, _ := s.next(t0.Add(time.Second)); j != nil {
+		t.Fatalf("sent seq %d before the held seq 10 came back", j.seq)
 	}
 	eff, _ = s.arrive(mkJob(10, "100"), t0.Add(time.Second))
 	if len(eff.naks) != 0 {
 		t.Fatalf("the held message itself was parked: %+v", eff.naks)
 	}
-	if j, _ := s.next(t0.Add(time.Second)); j == nil || j.seq != 10 {
-		t.Fatalf("got %v, want seq 10", j)
+	got := run(s, t0.Add(time.Second), t0.Add(5*time.Second), 10*time.Millisecond)
+	if !slices.Equal(seqs(got), []uint64{10, 12}) {
+		t.Fatalf("sent %v, want [10 12]", seqs(got))
+	}
+}
+
+// A stale hold: its first message came back and was sent long ago, then the
+// worker died before the hold was released. The check finds nothing out:
+// the hold is released at once and the recipient's messages go, instead of
+// waiting for the hold's deadline (and a worker restarted again and again
+// no longer pushes the hold further every time: found by the chaos suite).
+func TestSchedulerReleasesAStaleHold(t *testing.T) {
+	s, v := newTestScheduler(30)
+	v.holds["100"] = hold{First: 10, Until: t0.Add(time.Minute)}
+	s.arrive(mkJob(12, "100"), t0)
+	s.arrive(mkJob(13, "100"), t0)
+	if n := len(s.takeVerifies()); n != 1 {
+		t.Fatalf("%d checks, want 1", n)
+	}
+	eff := s.holdVerified("100", nil, t0.Add(50*time.Millisecond))
+	if len(eff.holds) != 1 || !eff.holds[0].clear {
+		t.Fatalf("hold changes %+v, want the stale hold cleared", eff.holds)
+	}
+	v.apply(eff)
+	got := run(s, t0.Add(50*time.Millisecond), t0.Add(3*time.Second), 10*time.Millisecond)
+	if !slices.Equal(seqs(got), []uint64{12, 13}) {
+		t.Fatalf("sent %v, want [12 13] within seconds", seqs(got))
+	}
+}
+
+// The check finds some of the held messages settled and one still out: the
+// hold names that one from now on, with the same deadline.
+func TestSchedulerMovesAHoldToWhatIsStillOut(t *testing.T) {
+	s, v := newTestScheduler(30)
+	until := t0.Add(time.Minute)
+	v.holds["100"] = hold{First: 10, Until: until}
+	s.arrive(mkJob(15, "100"), t0)
+	s.takeVerifies()
+	eff := s.holdVerified("100", []uint64{11}, t0)
+	if len(eff.holds) != 1 || eff.holds[0].clear || eff.holds[0].h.First != 11 || !eff.holds[0].h.Until.Equal(until) {
+		t.Fatalf("hold changes %+v, want first 11 until %v", eff.holds, until)
+	}
+	if j, _ := s.next(t0.Add(time.Second)); j != nil {
+		t.Fatalf("sent seq %d before seq 11 came back", j.seq)
 	}
 }
 

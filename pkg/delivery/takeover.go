@@ -45,11 +45,14 @@ type ackCount struct {
 	floor, delivered uint64
 }
 
-// cleared is the result of one lane's check.
+// cleared is the result of one lane's check: a takeover's, or (verify)
+// an inherited hold's.
 type cleared struct {
 	recipient string
 	suspects  []uint64
 	err       error
+	verify    bool
+	first     uint64
 }
 
 // startTakeoverCheck begins a takeover: lanes wait until cleared.
@@ -117,8 +120,23 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 }
 
 // startClears starts the checks of the lanes that wait for one, at most
-// maxClearing at a time, once the window is known.
+// maxClearing at a time: inherited holds at once, a takeover's lanes once
+// its window is known.
 func (w *Worker) startClears() {
+	w.verifyQueue = append(w.verifyQueue, w.sched.takeVerifies()...)
+	for w.clearsRunning < maxClearing && len(w.verifyQueue) > 0 {
+		c := w.verifyQueue[0]
+		w.verifyQueue = w.verifyQueue[1:]
+		w.clearsRunning++
+		ctx := w.sendCtx
+		go func() {
+			suspects, err := w.holdSuspects(ctx, c)
+			select {
+			case w.clears <- cleared{recipient: c.recipient, suspects: suspects, err: err, verify: true, first: c.first}:
+			case <-ctx.Done():
+			}
+		}()
+	}
 	if w.takeoverBounds == nil {
 		return
 	}
@@ -143,6 +161,18 @@ func (w *Worker) startClears() {
 // answer) is tried again.
 func (w *Worker) onCleared(c cleared) {
 	w.clearsRunning--
+	if c.verify {
+		if c.err != nil {
+			w.log.Warn("cannot check a recipient's hold; retrying", "recipient", c.recipient, "err", c.err)
+			w.verifyQueue = append(w.verifyQueue, holdCheck{recipient: c.recipient, first: c.first})
+			return
+		}
+		if len(c.suspects) == 0 {
+			w.log.Debug("a hold left by another worker is over: its messages are all settled", "recipient", c.recipient)
+		}
+		w.apply(w.sched.holdVerified(c.recipient, c.suspects, w.now()))
+		return
+	}
 	if w.stopCheck == nil {
 		return // the takeover ended meanwhile
 	}
@@ -156,6 +186,19 @@ func (w *Worker) onCleared(c cleared) {
 	}
 	now := w.now()
 	w.apply(w.sched.laneCleared(c.recipient, c.suspects, now.Add(w.cfg.AckWait), now))
+}
+
+// holdSuspects reads the consumer's last delivered sequence, then the
+// recipient's messages from the hold's first on, and returns those not
+// settled.
+func (w *Worker) holdSuspects(ctx context.Context, c holdCheck) ([]uint64, error) {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	info, err := w.res.Consumer.Info(qctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	return w.suspects(ctx, c.recipient, c.first-1, info.Delivered.Stream)
 }
 
 // suspects reads the recipient's messages in (floor, delivered] and

@@ -93,6 +93,7 @@ type Worker struct {
 	// running (takeover.go).
 	takeoverBounds *ackCount
 	clearQueue     []string
+	verifyQueue    []holdCheck
 	clearsRunning  int
 	sendCtx        context.Context // requests in flight; cancelled at the shutdown deadline
 	cancelSends    context.CancelFunc
@@ -278,9 +279,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 	defer housekeeping.Stop()
 	for {
 		next := w.launch()
-		if w.stopCheck != nil {
-			w.startClears()
-		}
+		w.startClears()
 		wait := time.Hour
 		if !next.IsZero() {
 			wait = max(next.Sub(w.now()), 0)

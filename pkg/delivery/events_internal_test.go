@@ -1,0 +1,91 @@
+package delivery
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
+)
+
+// eventsEnv is a NATS server with the NOTIFY stream and an events publisher
+// on a connection that reconnects.
+func eventsEnv(t *testing.T) (*natstest.Server, natsjs.JetStream, *events, *atomic.Int64) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jetstream.ProvisionStreams(context.Background(), js, jetstream.StreamSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	var failures atomic.Int64
+	e := newEvents(js, "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) })
+	go e.run()
+	return srv, js, e, &failures
+}
+
+func storedEvents(t *testing.T, js natsjs.JetStream, subject string) int {
+	t.Helper()
+	s, err := js.Stream(context.Background(), jetstream.StreamNotify)
+	if err != nil {
+		return -1
+	}
+	info, err := s.Info(context.Background(), natsjs.WithSubjectFilter(subject))
+	if err != nil {
+		return -1
+	}
+	return int(info.State.Subjects[subject])
+}
+
+// An event published while NATS is down waits, and is stored once NATS is
+// back; the worker's close then finds nothing outstanding.
+func TestEventWaitsForNATS(t *testing.T) {
+	srv, js, e, _ := eventsEnv(t)
+	srv.Shutdown()
+	natstest.WaitFor(t, 5*time.Second, func() bool { return !js.Conn().IsConnected() }, "the connection down")
+	e.delivered("order:1:accepted", "telegram", "100", "7", time.Now())
+	if n := e.pending.Load(); n != 1 {
+		t.Fatalf("%d events pending, want 1", n)
+	}
+	srv.Start(t)
+	natstest.WaitFor(t, 15*time.Second, func() bool { return storedEvents(t, js, jetstream.SubjectDelivered) == 1 }, "the event stored after the restart")
+	natstest.WaitFor(t, 5*time.Second, func() bool { return e.pending.Load() == 0 }, "nothing pending")
+	e.close(time.Second)
+}
+
+// An event the stream refuses (here: no stream listens, as during a
+// stream's election or re-creation) is published again until it is
+// stored, and stored once.
+func TestRefusedEventIsPublishedAgain(t *testing.T) {
+	_, js, e, failures := eventsEnv(t)
+	ctx := context.Background()
+	if err := js.DeleteStream(ctx, jetstream.StreamNotify); err != nil {
+		t.Fatal(err)
+	}
+	e.dead(&job{n: notify.Notification{Key: "order:2:accepted", ChatID: 100}, lane: "100"}, letter{reason: ReasonMaxAttempts}, time.Now())
+	natstest.WaitFor(t, 10*time.Second, func() bool { return failures.Load() >= 2 }, "the event refused twice")
+	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 15*time.Second, func() bool { return storedEvents(t, js, jetstream.SubjectDead) == 1 }, "the event stored once the stream is back")
+	natstest.WaitFor(t, 5*time.Second, func() bool { return e.pending.Load() == 0 }, "nothing pending")
+	e.close(time.Second)
+	if n := storedEvents(t, js, jetstream.SubjectDead); n != 1 {
+		t.Fatalf("%d dead events stored, want 1", n)
+	}
+}
