@@ -14,6 +14,9 @@ import (
 //
 //   - halt: the provider rejected the credentials; nothing is sent until a
 //     probe succeeds.
+//   - not connected: while the connection to NATS is down nothing is sent:
+//     its delivery record could not be written, and a standby taking the
+//     message over would send it again (found by the chaos suite).
 //   - settle: for ReconnectSettle after the NATS connection came back,
 //     nothing is sent (another worker's delivery records may be on their
 //     way; see docs/WORKER.md).
@@ -39,6 +42,12 @@ type admission struct {
 	// own lock and so must not take mu.
 	openedAt atomic.Int64
 
+	// connected reports whether the worker's connection to NATS is up:
+	// nothing is sent while it is down, since the delivery record of what
+	// is sent could not be written, and a standby that takes the messages
+	// over would send them again. Nil means always.
+	connected func() bool
+
 	mu          sync.Mutex
 	halted      bool
 	settleUntil time.Time
@@ -46,6 +55,10 @@ type admission struct {
 	// open counts the requests admitted and not yet answered.
 	open int
 }
+
+// notConnectedRecheck is how often the dispatcher looks again while NATS is
+// unreachable.
+const notConnectedRecheck = 100 * time.Millisecond
 
 // errTransient is reported to the breaker for a transient failure;
 // errExcluded for an attempt that says nothing about the provider's health.
@@ -102,6 +115,8 @@ func (a *admission) blockedLocked(now time.Time) (reason string, until time.Time
 	switch {
 	case a.halted:
 		return "halted", time.Time{}, true
+	case a.connected != nil && !a.connected():
+		return "not connected to NATS", now.Add(notConnectedRecheck), true
 	case now.Before(a.settleUntil):
 		return "settling after a NATS reconnect", a.settleUntil, true
 	case now.Before(a.pause.Until):

@@ -179,3 +179,32 @@ func TestAdmissionBreaker(t *testing.T) {
 		t.Fatalf("transitions %v, want open, half-open, closed", transitions)
 	}
 }
+
+// Nothing is admitted while the connection to NATS is down: the delivery
+// record of a request sent then could not be written, and a standby taking
+// the message over would send it again (found by the chaos suite: a worker
+// went on sending for a second after a nats-server restart, and the standby
+// sent the same messages). The dispatcher looks again soon.
+func TestAdmissionNothingWhileDisconnected(t *testing.T) {
+	a := newAdmission("test", 1000, time.Minute, nil)
+	var up atomic.Bool
+	a.connected = up.Load
+	now := time.Now()
+	ok, retryAt, reason := a.gate(now, 0)
+	if ok || reason != "not connected to NATS" || !retryAt.After(now) {
+		t.Fatalf("gate while disconnected = %v, %v, %q; want refused with a time to look again", ok, retryAt, reason)
+	}
+	var na *NotAdmittedError
+	if _, err := a.admit(now); !errors.As(err, &na) || na.Reason != "not connected to NATS" {
+		t.Fatalf("admit while disconnected = %v, want a NotAdmittedError saying why", err)
+	}
+	up.Store(true)
+	if ok, _, reason := a.gate(now, 0); !ok {
+		t.Fatalf("gate when connected refused: %s", reason)
+	}
+	tk, err := a.admit(now)
+	if err != nil {
+		t.Fatalf("admit when connected: %v", err)
+	}
+	tk.settle(Outcome{Kind: Delivered})
+}

@@ -34,6 +34,12 @@ const failoverPing = 250 * time.Millisecond
 // it.
 const failoverMisses = 4
 
+// failoverAfterReconnect is how long a standby does not doubt the pinned
+// worker after its own connection came back: the pinned worker's reconnect
+// (nats.go waits two seconds between attempts to a server, with jitter)
+// plus the settle of its records.
+const failoverAfterReconnect = 3*time.Second + ReconnectSettle
+
 // pinSubject is the core NATS subject on which the pinned worker of a
 // channel answers. It lies outside notify.>, so the NOTIFY stream never
 // stores these requests.
@@ -104,13 +110,21 @@ func (w *Worker) watchPin(ctx context.Context) {
 	t := time.NewTicker(failoverPing)
 	defer t.Stop()
 	missed, suspect := 0, ""
+	nc := w.js.Conn()
+	reconnects, quietUntil := nc.Stats().Reconnects, time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if w.isPinned() || !w.js.Conn().IsConnected() {
+		if r := nc.Stats().Reconnects; r != reconnects {
+			// After a NATS restart every worker reconnects, the pinned one
+			// maybe seconds after this one: it is not gone, and must get
+			// the time to reconnect and write the records of what it sent.
+			reconnects, quietUntil = r, time.Now().Add(failoverAfterReconnect)
+		}
+		if w.isPinned() || !nc.IsConnected() || time.Now().Before(quietUntil) {
 			missed, suspect = 0, ""
 			continue
 		}

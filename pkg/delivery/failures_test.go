@@ -349,8 +349,8 @@ func TestSharedStateIsWrittenAfterANATSOutage(t *testing.T) {
 }
 
 // After its connection to NATS comes back, a worker sends nothing for
-// delivery.ReconnectSettle: another worker that sent while NATS was down is
-// still writing its delivery records, and a message it sent can be handed to
+// delivery.ReconnectSettle: another worker whose requests were on their way
+// when NATS went down is still writing their delivery records, and a message it sent can be handed to
 // this worker at once (a nats-server that crashed forgets recent
 // deliveries). Found by the long chaos run: 22 messages were sent twice
 // right after a SIGKILL of nats-server, by the standby pinned after it.

@@ -174,6 +174,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		w.log.Warn("circuit breaker changed state", "from", breakerName(from), "to", breakerName(to))
 		w.poke()
 	})
+	w.adm.connected = d.JS.Conn().IsConnected
 	state := newSharedState(d.Resources.Chats, name, log, w.adm.sharedPause)
 	w.store = &store{
 		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
