@@ -31,6 +31,7 @@ The dead letters in NOTIFY_DEAD (subjects dead.notify.<channel>.<reason>.<recipi
   show      every header and the body of dead letters SEQ...
   replay    publish dead letters back to their original subject (SEQ... or a filter)
   purge     delete dead letters (a filter, or -all)
+  report    summarise what died since the last report and post it to an admin chat
 
 list, replay and purge take the filters -channel, -reason, -recipient, -key,
 -since and -until; they read the dead letters that exist when they start,
@@ -100,11 +101,18 @@ type dlqSettings struct {
 func runDLQ(ctx context.Context, s streams, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(s.stderr, dlqUsage)
-		return &config.Error{Err: errors.New("no dlq command given (list, show, replay, purge)")}
+		return &config.Error{Err: errors.New("no dlq command given (list, show, replay, purge, report)")}
 	}
 	if slices.Contains([]string{"-h", "-help", "--help", "help"}, args[0]) {
 		fmt.Fprint(s.stderr, dlqUsage)
 		return flag.ErrHelp
+	}
+	if args[0] == "report" {
+		err := runDLQReport(ctx, s, args[1:])
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			err = fmt.Errorf("report: %w", err)
+		}
+		return err
 	}
 	for _, c := range dlqCommands() {
 		if c.name != args[0] {

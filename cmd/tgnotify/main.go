@@ -4,6 +4,7 @@
 //	tgnotify provision [flags]                 create or update the streams, consumers and buckets
 //	tgnotify status [-db PATH] KEY             the whole trail of one notification
 //	tgnotify dlq list|show|replay|purge ...    dead letters, with filters
+//	tgnotify dlq report ...                    the scheduled dead-letter review
 //	tgnotify chat revive [-channel C] ID       send to a recipient marked dead again
 //
 // `tgnotify -h` lists the subcommands, `tgnotify <command> -h` their flags.
@@ -53,7 +54,7 @@ func commands() []command {
 	return []command{
 		{name: "provision", summary: "create the missing streams, consumers and buckets, and update what differs from the declaration", run: runProvision},
 		{name: "status", summary: "the whole trail of one notification: outbox row, NOTIFY messages, attempts, delivery, dead letters, events", run: runStatus},
-		{name: "dlq", summary: "dead letters: list, show, replay, purge (filters by channel, reason, recipient, key, time)", run: runDLQ},
+		{name: "dlq", summary: "dead letters: list, show, replay, purge (filters by channel, reason, recipient, key, time); report (the scheduled review)", run: runDLQ},
 		{name: "chat", summary: "revive a recipient a channel marked dead (chat revive ID)", run: runChat},
 	}
 }

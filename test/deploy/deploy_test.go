@@ -434,9 +434,13 @@ func TestSystemdUnits(t *testing.T) {
 		secrets        []secret
 		natsUser       string
 		oneshot        bool
+		// timer: started by a .timer of the same name, not at boot.
+		timer bool
 	}{
 		"nats-server.service":              {binary: "nats-server", config: "nats-server.conf"},
 		"tgnotify-provision.service":       {binary: "tgnotify", config: "jetstream.yaml", oneshot: true, secrets: []secret{nkey}, natsUser: "provision"},
+		// The operator's user, whose replies use the default _INBOX.
+		"tgnotify-dlq-report.service": {binary: "tgnotify", config: "dlq-report.yaml", oneshot: true, timer: true, secrets: []secret{nkey}},
 		"tgnotify-publisher.service":       {binary: "publisher", config: "publisher.yaml", secrets: []secret{nkey}, natsUser: "publisher"},
 		"tgnotify-telegram-worker.service": {binary: "telegram-worker", config: "telegram-worker.yaml", secrets: []secret{nkey, {"telegram-bot-token", "-token-file"}}, natsUser: "telegram-worker"},
 		"tgnotify-max-worker.service":      {binary: "max-worker", config: "max-worker.yaml", secrets: []secret{nkey, {"max-bot-token", "-token-file"}}, natsUser: "max-worker"},
@@ -544,7 +548,28 @@ func TestSystemdUnits(t *testing.T) {
 					t.Errorf("nats-server-auth.conf lets no user subscribe to %s.>", prefix)
 				}
 			}
-			if u.get("Install", "WantedBy") != "multi-user.target" {
+			if want.timer {
+				timer := parseUnit(t, strings.TrimSuffix(path, ".service")+".timer")
+				if timer.get("Timer", "Unit") != name || timer.get("Timer", "OnCalendar") == "" || timer.get("Install", "WantedBy") != "timers.target" {
+					t.Errorf("its timer: Unit=%q OnCalendar=%q WantedBy=%q, want this unit, a calendar and timers.target",
+						timer.get("Timer", "Unit"), timer.get("Timer", "OnCalendar"), timer.get("Install", "WantedBy"))
+				}
+				if len(u["Install"]) != 0 {
+					t.Error("a unit started by its timer has no [Install] section")
+				}
+				if !strings.Contains(start, "${STATE_DIRECTORY}") || u.get("Service", "StateDirectory") == "" {
+					t.Errorf("ExecStart %q keeps no state in its StateDirectory", start)
+				}
+				if _, err := exec.LookPath("systemd-analyze"); err == nil {
+					// verify checks the timer and the unit it starts together.
+					out, _ := exec.Command("systemd-analyze", "verify", strings.TrimSuffix(path, ".service")+".timer").CombinedOutput()
+					for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+						if line != "" && !strings.Contains(line, "is not executable") {
+							t.Errorf("systemd-analyze verify (timer): %s", line)
+						}
+					}
+				}
+			} else if u.get("Install", "WantedBy") != "multi-user.target" {
 				t.Error("not WantedBy=multi-user.target")
 			}
 			systemdAnalyze(t, path)
