@@ -251,7 +251,7 @@ func TestOperatorEditSurvivesRestart(t *testing.T) {
 	}
 
 	out = b.mustRun("tgnotify", "provision", "-dry-run")
-	for _, want := range []string{"would update stream NOTIFY: max_age 96h -> 72h\n", "would update consumer telegram-worker on NOTIFY: ack_wait 20s -> 30s\n"} {
+	for _, want := range []string{"would update stream NOTIFY: max_age 96h -> 72h\n", "would update consumer telegram-worker on NOTIFY: ack_wait 20s -> 10s\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tgnotify provision -dry-run did not print %q", want)
 		}
