@@ -2,9 +2,9 @@
 // test a sender against and precise enough to measure one.
 //
 // An [Emulator] is a [net/http.Handler]. It serves the Bot API at
-// /bot<token>/<method> (sendMessage and getMe, with parameters from JSON,
-// form, multipart or query, and Telegram's exact envelope) and control
-// endpoints under /emulator/. It models:
+// /bot<token>/<method> (sendMessage, sendPhoto and getMe, with parameters
+// from JSON, form, multipart or query, and Telegram's exact envelope) and
+// control endpoints under /emulator/. It models:
 //
 //   - Telegram's rate limits as exact token buckets on an injectable clock:
 //     30/s for the bot, 1000/s with allow_paid_broadcast, 1/s per private

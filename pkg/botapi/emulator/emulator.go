@@ -77,6 +77,7 @@ type Emulator struct {
 	migrate  map[int64]int64
 	outage   *activeOutage
 	nextID   map[int64]int64
+	photos   map[string]bool // file ids of the photos sent
 	messages messageLog
 	stats    Stats
 }
@@ -186,6 +187,7 @@ func (e *Emulator) Reset() {
 		e.startOutageLocked(*e.cfg.Outage, now)
 	}
 	e.nextID = make(map[int64]int64)
+	e.photos = make(map[string]bool)
 	e.messages = messageLog{max: e.cfg.MaxMessages}
 	e.stats = newStats(now)
 }
