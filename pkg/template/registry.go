@@ -368,13 +368,14 @@ func (r *Registry) Render(event, locale string, data any) (*Message, error) {
 }
 
 // Apply puts the message into n: Telegram's text with parse mode HTML, the
-// subject, buttons and photo, and the bodies of the channels on n's route
-// (its Route, or the default route of its addresses): a body for a channel
-// the notification will not reach would only make its payload larger. Set
-// the addresses and the route before calling it.
+// buttons and photo, and the subject and bodies of the channels on n's
+// route (its Route, or the default route of its addresses): a body for a
+// channel the notification will not reach would only make its payload
+// larger, or of a newer version than it needs. Set the addresses and the
+// route before calling it.
 func (m *Message) Apply(n *notify.Notification) {
 	n.Text, n.ParseMode = m.Text, notify.ParseModeHTML
-	n.Subject, n.Buttons, n.Photo = m.Subject, m.Buttons, m.Photo
+	n.Subject, n.Buttons, n.Photo = "", m.Buttons, m.Photo
 	route := n.Route
 	if len(route) == 0 {
 		c := *n
@@ -386,7 +387,7 @@ func (m *Message) Apply(n *notify.Notification) {
 		n.Bodies.Max = m.Max
 	}
 	if slices.Contains(route, notify.ChannelEmail) {
-		n.Bodies.Email = m.Email
+		n.Subject, n.Bodies.Email = m.Subject, m.Email
 	}
 	if slices.Contains(route, notify.ChannelSMS) {
 		n.Bodies.SMS = m.SMS
@@ -395,6 +396,11 @@ func (m *Message) Apply(n *notify.Notification) {
 
 // oneLine collapses white space, newlines included, to single spaces.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// NormalizeLocale returns the form of a locale tag the registry uses
+// (lower case, '-' between parts: "ru_RU" is "ru-ru"), and false when l is
+// not a tag: letters and digits in parts of 1 to 8 characters.
+func NormalizeLocale(l string) (string, bool) { return normalizeLocale(l) }
 
 // normalizeLocale lower-cases a locale tag and turns '_' into '-' (ru_RU
 // is ru-ru); it reports false for anything but letters, digits and
