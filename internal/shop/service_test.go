@@ -105,7 +105,7 @@ func TestPlaceOrderNotification(t *testing.T) {
 	}
 	for _, want := range []string{
 		"<b>Order B&lt;7&gt; accepted</b>",
-		"Ann &amp; &quot;Bob&quot; &lt;script&gt;",
+		"Ann &amp; &#34;Bob&#34; &lt;script&gt;",
 		"• Tea &lt;green&gt; × 2 — 7.00",
 		"• Cake × 1 — 12.99",
 		"<b>Total: 19.99</b>",
