@@ -54,7 +54,9 @@ func money(cents int64) string {
 
 // Telegram's texts of the "accepted" event. The English one renders
 // exactly what AcceptedMessage writes, which the demo, chaos and benchmark
-// tools recognise by its first line, <b>Order <id> accepted</b>.
+// tools recognise by its first line, <b>Order <id> accepted</b>; the
+// English SMS and email subject start with Order <id> accepted on a line
+// of their own for the same reason (internal/system).
 const (
 	acceptedEN = `<b>Order {{.ID}} accepted</b>
 {{if .Customer}}Hello, {{.Customer}}! {{end}}We have received your order:
@@ -97,7 +99,7 @@ func Templates() (*template.Registry, error) {
 			Subject:   "Order {{.ID}} accepted",
 			EmailHTML: `<h2>Order {{.ID}} accepted</h2>{{if .Customer}}<p>Hello, {{.Customer}}!</p>{{end}}<p>We have received your order:</p>` + itemsHTML + `<p><b>Total: {{.Total}}</b></p>`,
 			EmailText: "Order {{.ID}} accepted\n\n{{if .Customer}}Hello, {{.Customer}}!\n{{end}}We have received your order:\n" + itemsText + "Total: {{.Total}}",
-			SMS:       "Order {{.ID}} accepted. Total: {{.Total}}. Thank you{{if .Customer}}, {{.Customer}}{{end}}!",
+			SMS:       "Order {{.ID}} accepted\nTotal: {{.Total}}. Thank you{{if .Customer}}, {{.Customer}}{{end}}!",
 			Buttons:   orderButton("View order", ""),
 		}},
 		{EventAccepted, "ru", template.Source{
@@ -105,7 +107,7 @@ func Templates() (*template.Registry, error) {
 			Subject:   "Заказ {{.ID}} принят",
 			EmailHTML: `<h2>Заказ {{.ID}} принят</h2>{{if .Customer}}<p>Здравствуйте, {{.Customer}}!</p>{{end}}<p>Мы получили ваш заказ:</p>` + itemsHTML + `<p><b>Итого: {{.Total}}</b></p>`,
 			EmailText: "Заказ {{.ID}} принят\n\n{{if .Customer}}Здравствуйте, {{.Customer}}!\n{{end}}Мы получили ваш заказ:\n" + itemsText + "Итого: {{.Total}}",
-			SMS:       "Заказ {{.ID}} принят. Итого: {{.Total}}. Спасибо{{if .Customer}}, {{.Customer}}{{end}}!",
+			SMS:       "Заказ {{.ID}} принят\nИтого: {{.Total}}. Спасибо{{if .Customer}}, {{.Customer}}{{end}}!",
 			Buttons:   orderButton("Открыть заказ", ""),
 		}},
 		{EventShipped, "en", template.Source{
@@ -113,7 +115,7 @@ func Templates() (*template.Registry, error) {
 			Subject:   "Order {{.ID}} shipped",
 			EmailHTML: `<h2>Order {{.ID}} shipped</h2><p>{{if .Customer}}{{.Customer}}, your{{else}}Your{{end}} order is on its way.</p>`,
 			EmailText: "Order {{.ID}} shipped\n\n{{if .Customer}}{{.Customer}}, your{{else}}Your{{end}} order is on its way.",
-			SMS:       "Order {{.ID}} shipped: it is on its way.",
+			SMS:       "Order {{.ID}} shipped\nIt is on its way.",
 			Buttons:   orderButton("Track order", "/tracking"),
 		}},
 		{EventShipped, "ru", template.Source{
@@ -121,7 +123,7 @@ func Templates() (*template.Registry, error) {
 			Subject:   "Заказ {{.ID}} отправлен",
 			EmailHTML: `<h2>Заказ {{.ID}} отправлен</h2><p>{{if .Customer}}{{.Customer}}, ваш{{else}}Ваш{{end}} заказ уже в пути.</p>`,
 			EmailText: "Заказ {{.ID}} отправлен\n\n{{if .Customer}}{{.Customer}}, ваш{{else}}Ваш{{end}} заказ уже в пути.",
-			SMS:       "Заказ {{.ID}} отправлен и уже в пути.",
+			SMS:       "Заказ {{.ID}} отправлен\nОн уже в пути.",
 			Buttons:   orderButton("Отследить заказ", "/tracking"),
 		}},
 		{EventDelivered, "en", template.Source{
@@ -129,7 +131,7 @@ func Templates() (*template.Registry, error) {
 			Subject:   "Order {{.ID}} delivered",
 			EmailHTML: `<h2>Order {{.ID}} delivered</h2><p>Thank you for shopping with us{{if .Customer}}, {{.Customer}}{{end}}!</p>`,
 			EmailText: "Order {{.ID}} delivered\n\nThank you for shopping with us{{if .Customer}}, {{.Customer}}{{end}}!",
-			SMS:       "Order {{.ID}} delivered. Thank you!",
+			SMS:       "Order {{.ID}} delivered\nThank you for shopping with us!",
 			Buttons:   orderButton("Rate your order", "/review"),
 		}},
 		{EventDelivered, "ru", template.Source{
@@ -137,7 +139,7 @@ func Templates() (*template.Registry, error) {
 			Subject:   "Заказ {{.ID}} доставлен",
 			EmailHTML: `<h2>Заказ {{.ID}} доставлен</h2><p>Спасибо за покупку{{if .Customer}}, {{.Customer}}{{end}}!</p>`,
 			EmailText: "Заказ {{.ID}} доставлен\n\nСпасибо за покупку{{if .Customer}}, {{.Customer}}{{end}}!",
-			SMS:       "Заказ {{.ID}} доставлен. Спасибо за покупку!",
+			SMS:       "Заказ {{.ID}} доставлен\nСпасибо за покупку!",
 			Buttons:   orderButton("Оценить заказ", "/review"),
 		}},
 	} {

@@ -58,10 +58,10 @@ func TestOrderLocale(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	for _, tc := range []struct{ id, locale, telegram, subject, sms string }{
-		{"R1", "ru", "<b>Заказ R1 принят</b>\nЗдравствуйте, Ann!", "Заказ R1 принят", "Заказ R1 принят. Итого: 3.50. Спасибо, Ann!"},
-		{"R2", "ru-RU", "<b>Заказ R2 принят</b>", "Заказ R2 принят", "Заказ R2 принят."},
-		{"D1", "de", "<b>Order D1 accepted</b>", "Order D1 accepted", "Order D1 accepted."},
-		{"E1", "", "<b>Order E1 accepted</b>", "Order E1 accepted", "Order E1 accepted."},
+		{"R1", "ru", "<b>Заказ R1 принят</b>\nЗдравствуйте, Ann!", "Заказ R1 принят", "Заказ R1 принят\nИтого: 3.50. Спасибо, Ann!"},
+		{"R2", "ru-RU", "<b>Заказ R2 принят</b>", "Заказ R2 принят", "Заказ R2 принят\n"},
+		{"D1", "de", "<b>Order D1 accepted</b>", "Order D1 accepted", "Order D1 accepted\n"},
+		{"E1", "", "<b>Order E1 accepted</b>", "Order E1 accepted", "Order E1 accepted\n"},
 	} {
 		o := order(tc.id)
 		o.Locale, o.Email, o.Phone = tc.locale, "ann@example.com", "+79991234567"

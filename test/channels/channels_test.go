@@ -356,9 +356,9 @@ func TestTemplatesInTheCustomersLanguage(t *testing.T) {
 		bodies = append(bodies, m.Body)
 	}
 	want := []string{
-		"Заказ R2 принят. Итого: 3.50. Спасибо, Анна!\nhttps://shop.example/orders/R2",
-		"Заказ R2 отправлен и уже в пути.\nhttps://shop.example/orders/R2/tracking",
-		"Заказ R2 доставлен. Спасибо за покупку!\nhttps://shop.example/orders/R2/review",
+		"Заказ R2 принят\nИтого: 3.50. Спасибо, Анна!\nhttps://shop.example/orders/R2",
+		"Заказ R2 отправлен\nОн уже в пути.\nhttps://shop.example/orders/R2/tracking",
+		"Заказ R2 доставлен\nСпасибо за покупку!\nhttps://shop.example/orders/R2/review",
 	}
 	slices.Sort(bodies)
 	slices.Sort(want)
