@@ -236,6 +236,11 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 				return out, nil
 			}
 			seq = m.Sequence + 1
+			if _, _, perr := w.parse(m.Subject, m.Header, m.Data); perr != nil {
+				// Poison: dead-lettered when it arrives, never sent; nothing
+				// of the recipient waits for it.
+				continue
+			}
 			done, err := w.store.settled(ctx, m.Header.Get(jetstream.HeaderKey))
 			if err != nil {
 				cancel()

@@ -96,6 +96,9 @@ type Worker struct {
 	verifyQueue    []holdCheck
 	clearsRunning  int
 	sendCtx        context.Context // requests in flight; cancelled at the shutdown deadline
+	// freshUntil ends the start-up settle of redeliveries (settleRedelivery);
+	// set before the dispatcher starts, read by attempts.
+	freshUntil time.Time
 	cancelSends    context.CancelFunc
 	sends          sync.WaitGroup
 
@@ -260,6 +263,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(consumeDone); w.consume(consumeCtx) }()
 
 	w.sendCtx, w.cancelSends = context.WithCancel(context.WithoutCancel(ctx))
+	w.freshUntil = w.now().Add(ReconnectSettle)
 	w.dispatch(ctx)
 
 	stopConsume()
