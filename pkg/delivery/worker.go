@@ -98,9 +98,9 @@ type Worker struct {
 	sendCtx        context.Context // requests in flight; cancelled at the shutdown deadline
 	// freshUntil ends the start-up settle of redeliveries (settleRedelivery);
 	// set before the dispatcher starts, read by attempts.
-	freshUntil time.Time
-	cancelSends    context.CancelFunc
-	sends          sync.WaitGroup
+	freshUntil  time.Time
+	cancelSends context.CancelFunc
+	sends       sync.WaitGroup
 
 	incoming chan *job
 	results  chan result
