@@ -89,6 +89,10 @@ type round struct {
 	p       *Publisher
 	watcher *outbox.CommitWatcher
 	start   int64
+	// batched selects the transport: fast-ingest batches (pipeline_batch.go),
+	// or message by message with a PubAck each (the fallback for a stream
+	// that does not accept batches).
+	batched bool
 
 	// readCtx ends when the round fails or ctx ends: it bounds reading and
 	// waiting for commits.
@@ -144,8 +148,8 @@ func (r *round) stopped() bool {
 
 // round runs the pipeline once from cursor and returns when every stage has
 // finished.
-func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cursor int64) roundResult {
-	r := &round{p: p, watcher: watcher, start: cursor, stop: make(chan struct{}), lost: make(chan struct{})}
+func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cursor int64, batched bool) roundResult {
+	r := &round{p: p, watcher: watcher, start: cursor, batched: batched, stop: make(chan struct{}), lost: make(chan struct{})}
 	r.readCtx, r.cancelRead = context.WithCancel(ctx)
 	defer r.cancelRead()
 	finishCtx, cancelFinish := context.WithCancel(context.WithoutCancel(ctx))
@@ -186,12 +190,18 @@ func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cu
 	}()
 
 	rowsCh := make(chan []outbox.Row, 1)
-	batches := make(chan *batch, p.opts.inFlightBatches())
 	acked := make(chan []outbox.Row, p.opts.markQueue())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.read(rowsCh) })
-	wg.Go(func() { r.publish(rowsCh, batches) })
-	wg.Go(func() { r.ack(batches, acked) })
+	if r.batched {
+		segments := make(chan segment, p.opts.inFlightBatches()+1)
+		wg.Go(func() { r.publishBatches(rowsCh, segments) })
+		wg.Go(func() { r.ackBatches(segments, acked) })
+	} else {
+		batches := make(chan *batch, p.opts.inFlightBatches())
+		wg.Go(func() { r.publish(rowsCh, batches) })
+		wg.Go(func() { r.ack(batches, acked) })
+	}
 	marked, last := r.mark(acked)
 	wg.Wait()
 
@@ -218,6 +228,8 @@ func (r *round) read(out chan<- []outbox.Row) {
 	ctx := r.readCtx
 	cursor := r.start
 	full := false
+	// sentRows is set while rows went out since the last caught-up marker.
+	sentRows := false
 	for {
 		// Poll data_version before a query that may come back empty, so
 		// that a commit racing with the query is noticed by the wait below.
@@ -248,6 +260,20 @@ func (r *round) read(out chan<- []outbox.Row) {
 		}
 		full = len(rows) == p.opts.BatchSize
 		if len(rows) == 0 {
+			if sentRows {
+				// Caught up: an empty slice tells the publish stage, which
+				// ends its open batch.
+				select {
+				case out <- nil:
+				case <-ctx.Done():
+					return
+				}
+				sentRows = false
+			}
+			if !r.batched && p.batchRetryDue() {
+				r.fail(errRetryBatches)
+				return
+			}
 			if _, err := r.watcher.Wait(ctx, p.opts.PollInterval, p.opts.FallbackInterval); err != nil {
 				if ctx.Err() == nil {
 					r.broken = true
@@ -263,6 +289,7 @@ func (r *round) read(out chan<- []outbox.Row) {
 		case <-ctx.Done():
 			return
 		}
+		sentRows = true
 		cursor = rows[len(rows)-1].ID
 	}
 }
@@ -275,6 +302,9 @@ func (r *round) publish(in <-chan []outbox.Row, out chan<- *batch) {
 	defer close(out)
 	p := r.p
 	for rows := range in {
+		if len(rows) == 0 {
+			continue // the caught-up marker is for batches
+		}
 		b := newBatch(rows)
 		reply := p.acks.register(b)
 		for i, row := range rows {
