@@ -111,7 +111,7 @@ func (e *env) pending(t testing.TB) int64 {
 func (e *env) published(t testing.TB, id int64) bool {
 	t.Helper()
 	var n int
-	if err := e.app.QueryRow(`SELECT COUNT(*) FROM outbox WHERE id = ? AND published_at IS NOT NULL`, id).Scan(&n); err != nil {
+	if err := e.app.QueryRow(`SELECT COUNT(*) FROM outbox_status WHERE id = ? AND published_at IS NOT NULL`, id).Scan(&n); err != nil {
 		t.Fatalf("reading row %d: %v", id, err)
 	}
 	return n == 1

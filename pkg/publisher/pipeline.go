@@ -522,38 +522,39 @@ func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
 				continue
 			}
 		}
-		// The chunks are consecutive pieces of the acknowledged prefix, and
-		// no pending row lies between two of them (each read continued from
-		// the previous one's last id, and ids commit in order), so one range
-		// from the first id to the last covers exactly these rows.
+		// The chunks are consecutive pieces of the acknowledged prefix of
+		// the round, which starts after the last row marked: every row up
+		// to the last id of the last chunk is published (no pending row
+		// lies between two chunks, as each read continued from the previous
+		// one's last id, and ids commit in order). One marking covers them.
 		n := 0
 		for _, c := range chunks {
 			n += len(c)
 		}
-		rg := outbox.IDRange{From: chunks[0][0].ID, To: chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].ID}
-		if err := r.markRange(rg); err != nil {
+		upto := chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].ID
+		if err := r.markUpTo(upto); err != nil {
 			broken = true
 			r.fail(err)
 			continue
 		}
 		marked += int64(n)
-		last = rg.To
+		last = upto
 		p.metrics.published.Add(float64(n))
 	}
 	return marked, last
 }
 
-// markRange marks the range published in one transaction, retrying while
-// SQLite is busy, until finishCtx ends.
-func (r *round) markRange(rg outbox.IDRange) error {
+// markUpTo marks every row up to id upto published in one transaction,
+// retrying while SQLite is busy, until finishCtx ends.
+func (r *round) markUpTo(upto int64) error {
 	p := r.p
 	for {
-		_, err := p.reader.MarkPublished(r.finishCtx, p.opts.Now(), rg)
+		err := p.reader.MarkPublished(r.finishCtx, p.opts.Now(), upto)
 		if err == nil {
 			return nil
 		}
 		if !outbox.IsBusy(err) || !sleepCtx(r.finishCtx, busyRetry) {
-			return fmt.Errorf("marking rows %d..%d published: %w", rg.From, rg.To, err)
+			return fmt.Errorf("marking rows up to %d published: %w", upto, err)
 		}
 	}
 }

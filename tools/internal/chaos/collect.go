@@ -42,7 +42,7 @@ func readOutbox(ctx context.Context, path string) ([]OutboxRow, error) {
 		return nil, fmt.Errorf("opening the outbox read-only: %w", err)
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT id, key, recipient, created_at, published_at IS NOT NULL FROM outbox ORDER BY id`)
+	rows, err := db.QueryContext(ctx, `SELECT id, key, recipient, created_at, published_at IS NOT NULL FROM outbox_status ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("reading the outbox: %w", err)
 	}
