@@ -71,22 +71,23 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 	}
 	defer rows.Close()
 	out := make([]Row, 0, min(limit, 1024))
+	// The scan destinations are declared once: Scan takes their addresses,
+	// so declared in the loop each would be a heap allocation per row.
+	var (
+		id, chat, created int64
+		key, channel      string
+		token             sql.NullString
+		payload           []byte
+	)
 	for rows.Next() {
-		var (
-			row     Row
-			channel string
-			token   sql.NullString
-			created int64
-		)
-		if err := rows.Scan(&row.ID, &row.Key, &channel, &row.ChatID, &token, &row.Payload, &created); err != nil {
+		if err := rows.Scan(&id, &key, &channel, &chat, &token, &payload, &created); err != nil {
 			return nil, fmt.Errorf("scanning pending row: %w", err)
 		}
-		row.Channel = notify.Channel(channel)
-		row.Recipient = token.String
+		row := Row{ID: id, Key: key, Channel: notify.Channel(channel), ChatID: chat, Recipient: token.String,
+			Payload: payload, CreatedAt: time.Unix(0, created).UTC()}
 		if !token.Valid { // written by schema version 1: a Telegram chat
-			row.Recipient = strconv.FormatInt(row.ChatID, 10)
+			row.Recipient = strconv.FormatInt(chat, 10)
 		}
-		row.CreatedAt = time.Unix(0, created).UTC()
 		out = append(out, row)
 	}
 	if err := rows.Err(); err != nil {
