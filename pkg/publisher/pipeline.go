@@ -460,24 +460,26 @@ func (r *round) noteAck(row outbox.Row, res ackResult) {
 		delete(p.atRisk, row.ID)
 		if !res.dup {
 			p.metrics.reordered.Inc()
-			p.log.Warn("notification stored after a later notification of the same chat",
-				"row", row.ID, "key", row.Key, "chat_id", row.ChatID, "stream_seq", res.seq)
+			p.log.Warn("notification stored after a later notification of the same recipient",
+				"row", row.ID, "key", row.Key, "channel", string(row.Channel), "recipient", row.Recipient, "stream_seq", res.seq)
 		}
 	}
 }
 
-// noteAtRisk records the failed publishes that a later row of the same chat
-// overtook: the later row is stored, the failed one will be published again
-// and, unless the stream turns out to have it after all (a duplicate), will
-// be stored after it.
+// noteAtRisk records the failed publishes that a later row of the same
+// recipient (the same subject) overtook: the later row is stored, the failed
+// one will be published again and, unless the stream turns out to have it
+// after all (a duplicate), will be stored after it.
 func (r *round) noteAtRisk(after []settled) {
-	later := make(map[int64]bool)
+	type recipient struct{ channel, token string }
+	later := make(map[recipient]bool)
 	for i := len(after) - 1; i >= 0; i-- {
 		s := after[i]
+		to := recipient{string(s.row.Channel), s.row.Recipient}
 		switch {
 		case s.ok:
-			later[s.row.ChatID] = true
-		case later[s.row.ChatID]:
+			later[to] = true
+		case later[to]:
 			r.p.atRisk[s.row.ID] = struct{}{}
 		}
 	}
