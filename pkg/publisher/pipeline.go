@@ -93,6 +93,8 @@ type round struct {
 	// or message by message with a PubAck each (the fallback for a stream
 	// that does not accept batches).
 	batched bool
+	// msg is the publish stage's reusable message (batches).
+	msg *message
 
 	// readCtx ends when the round fails or ctx ends: it bounds reading and
 	// waiting for commits.

@@ -99,10 +99,42 @@ func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
 	}
 }
 
+// message is one reusable notification message: nats.Conn.PublishMsg has
+// copied a message into its buffer when it returns, so the publish stage
+// fills the same message, header map and header values for every row
+// instead of allocating them per row (jetstream.Msg builds the same
+// message).
+type message struct {
+	msg  nats.Msg
+	vals [4]string
+}
+
+func newMessage() *message {
+	m := &message{}
+	m.msg.Header = nats.Header{
+		jetstream.HeaderMsgID:       m.vals[0:1:1],
+		jetstream.HeaderKey:         m.vals[1:2:2],
+		jetstream.HeaderCreatedAt:   m.vals[2:3:3],
+		jetstream.HeaderContentType: m.vals[3:4:4],
+	}
+	m.vals[3] = notify.PayloadContentType
+	return m
+}
+
+// set fills the message for row, to subject, with reply subject reply.
+func (m *message) set(row outbox.Row, subject, reply string) *nats.Msg {
+	m.vals[0], m.vals[1], m.vals[2] = row.Key, row.Key, row.CreatedAt.UTC().Format(time.RFC3339Nano)
+	m.msg.Subject, m.msg.Reply, m.msg.Data = subject, reply, row.Payload
+	return &m.msg
+}
+
 // sendRows publishes rows in batch b and returns how many it sent, and why
 // it stopped early. It stops without an error when the round stops.
 func (r *round) sendRows(b *fastBatch, rows []outbox.Row) (int, error) {
 	p := r.p
+	if r.msg == nil {
+		r.msg = newMessage()
+	}
 	for i, row := range rows {
 		if err := r.publishable(row); err != nil {
 			return i, err
@@ -123,9 +155,7 @@ func (r *round) sendRows(b *fastBatch, rows []outbox.Row) (int, error) {
 			op = fastOpStart
 		}
 		subject := jetstream.Subject(string(row.Channel), row.Recipient)
-		msg := jetstream.Msg(subject, row.Key, row.CreatedAt, notify.PayloadContentType, row.Payload)
-		msg.Reply = b.reply(seq, op)
-		if err := p.nc.PublishMsg(msg); err != nil {
+		if err := p.nc.PublishMsg(r.msg.set(row, subject, b.reply(seq, op))); err != nil {
 			return i, fmt.Errorf("publishing row %d (key %q): %w", row.ID, row.Key, err)
 		}
 		b.markSent(seq, subject)
