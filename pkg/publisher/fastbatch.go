@@ -38,6 +38,7 @@ import (
 const (
 	fastOpStart  = 0 // the first message of a batch
 	fastOpAppend = 1 // a following message
+	fastOpCommit = 2 // the last message, which ends the batch
 	fastOpEOB    = 3 // end the batch without a message
 	fastOpPing   = 4 // ask for the latest flow ack again
 )
@@ -76,7 +77,8 @@ type fastBatch struct {
 	mu sync.Mutex
 	// sent is the batch sequence of the last message handed to the
 	// connection; subject is the first message's, where pings and the EOB
-	// go; eob is set once the EOB is sent. The publish stage writes them.
+	// go; eob is set once the batch was ended (an EOB, or a last message
+	// with the commit operation). The publish stage writes them.
 	sent    uint64
 	subject string
 	eob     bool
@@ -163,7 +165,7 @@ func (b *fastBatch) markSent(seq uint64, subject string) {
 	b.mu.Unlock()
 }
 
-// markEOB records that the EOB was sent.
+// markEOB records that the batch was ended.
 func (b *fastBatch) markEOB() {
 	b.mu.Lock()
 	b.eob = true

@@ -13,7 +13,8 @@ import (
 
 // segment is a run of rows published in one fast batch, handed from the
 // publish stage to the ack stage: rows[i] has batch sequence first+i. A
-// segment with eob set carries no rows: it says the batch was ended.
+// segment with eob set carries no rows: it says the batch was ended (after
+// the segments before it).
 type segment struct {
 	fb    *fastBatch
 	rows  []outbox.Row
@@ -29,14 +30,16 @@ func (o Options) fastFlow() uint16 {
 
 // publishBatches is the publish stage of the batch transport. It sends
 // the rows in fast-ingest batches (fastbatch.go), one batch at a time: a
-// batch stays open while rows keep coming, and is ended (EOB) when the read
-// stage reports that it caught up (an empty slice), when the round stops,
-// or when its input closes. A new batch starts only after the previous one
-// has ended and its final PubAck has arrived, and the round fails if that
-// PubAck says the stream stored less than was sent. So at any time at most
-// one batch of this publisher is open, and every batch starts after the
-// previous one is wholly stored: the rows in the stream are a prefix of
-// what was read, in id order.
+// batch stays open while rows keep coming, and ends when the rows run out:
+// with its last row when a read came back short and nothing else waits
+// (the commit operation, so that a lone row is acknowledged in one round
+// trip), or with an EOB when the read stage reports that it caught up (an
+// empty slice), when the round stops, or when its input closes. A new batch
+// starts only after the previous one has ended and its final PubAck has
+// arrived, and the round fails if that PubAck says the stream stored less
+// than was sent. So at any time at most one batch of this publisher is
+// open, and every batch starts after the previous one is wholly stored: the
+// rows in the stream are a prefix of what was read, in id order.
 func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
 	defer close(out)
 	p := r.p
@@ -84,9 +87,16 @@ func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
 		}
 		b := open
 		first := b.lastSent() + 1
-		n, err := r.sendRows(b, rows)
+		// A short read with nothing queued behind it: the reader has caught
+		// up, so the last row ends the batch.
+		commit := len(rows) < p.opts.BatchSize && len(in) == 0
+		n, err := r.sendRows(b, rows, commit)
 		if n > 0 {
 			out <- segment{fb: b, rows: rows[:n], first: first} // the ack stage drains this channel until it closes
+		}
+		if n == len(rows) && commit {
+			open, prev = nil, b
+			out <- segment{fb: b, eob: true}
 		}
 		if err != nil {
 			p.metrics.publishErrors.Inc()
@@ -129,8 +139,9 @@ func (m *message) set(row outbox.Row, subject, reply string) *nats.Msg {
 }
 
 // sendRows publishes rows in batch b and returns how many it sent, and why
-// it stopped early. It stops without an error when the round stops.
-func (r *round) sendRows(b *fastBatch, rows []outbox.Row) (int, error) {
+// it stopped early. It stops without an error when the round stops. With
+// commit, the last row ends the batch.
+func (r *round) sendRows(b *fastBatch, rows []outbox.Row, commit bool) (int, error) {
 	p := r.p
 	if r.msg == nil {
 		r.msg = newMessage()
@@ -151,7 +162,10 @@ func (r *round) sendRows(b *fastBatch, rows []outbox.Row) (int, error) {
 		}
 		seq := b.lastSent() + 1
 		op := fastOpAppend
-		if seq == 1 {
+		switch {
+		case commit && i == len(rows)-1:
+			op = fastOpCommit
+		case seq == 1:
 			op = fastOpStart
 		}
 		subject := jetstream.Subject(string(row.Channel), row.Recipient)
@@ -159,6 +173,9 @@ func (r *round) sendRows(b *fastBatch, rows []outbox.Row) (int, error) {
 			return i, fmt.Errorf("publishing row %d (key %q): %w", row.ID, row.Key, err)
 		}
 		b.markSent(seq, subject)
+		if op == fastOpCommit {
+			b.markEOB()
+		}
 		// The client copied the body into its write buffer: release the
 		// payload now rather than when the row is marked.
 		rows[i].Payload = nil
