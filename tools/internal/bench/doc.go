@@ -12,7 +12,9 @@
 //     same orders without it.
 //  2. Drain: pkg/publisher draining outbox rows into NOTIFY against a raw
 //     JetStream async publish of the same messages to an identical fresh
-//     stream on the same server.
+//     stream on the same server, and against the pinned nats CLI's own
+//     `nats bench js pub async` and `... fast` with the same message size
+//     and count.
 //  3. Latency: commit → PubAck while idle, and commit → sendMessage at the
 //     Bot API through the running publisher and worker.
 //  4. Telegram's limit: the worker's achieved rate against the 30 msg/s

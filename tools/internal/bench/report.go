@@ -55,7 +55,7 @@ func (rep *Report) Markdown(o MarkdownOptions) string {
 	w("| CPU | %s |\n| cores | %d |\n| memory | %d MiB |\n| Go | %s |\n| kernel | %s |\n", m.CPU, m.Cores, m.MemoryMiB, m.Go, m.Kernel)
 	w("| date | %s |\n", m.Date.UTC().Format(time.RFC3339))
 	w("| load average (1/5/15 min) at start | %s |\n| load average at end | %s |\n", m.LoadBefore, m.LoadAfter)
-	for _, b := range []string{"nats-server", "publisher", "telegram-worker"} {
+	for _, b := range []string{"nats-server", "nats", "publisher", "telegram-worker"} {
 		if v, ok := rep.Versions[b]; ok {
 			w("| `bin/%s` version | %s |\n", b, oneLine(v))
 		}

@@ -46,7 +46,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("benchmark configuration: %w", err)
 	}
-	for _, b := range []string{"nats-server", "publisher", "telegram-worker"} {
+	for _, b := range []string{"nats-server", "nats", "publisher", "telegram-worker"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("benchmark needs %s (run make build): %w", filepath.Join(cfg.BinDir, b), err)
 		}
@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	start := time.Now()
 	r := &runner{cfg: cfg, progress: progress, report: &Report{Machine: DescribeMachine(start), Config: cfg, Versions: map[string]string{}}}
-	for _, b := range []string{"nats-server", "publisher", "telegram-worker"} {
+	for _, b := range []string{"nats-server", "nats", "publisher", "telegram-worker"} {
 		r.report.Versions[b] = binaryVersion(ctx, r.bin(b))
 	}
 	for _, g := range []struct {
@@ -152,10 +152,10 @@ func (r *runner) withStack(ctx context.Context, name string, sync serverSync, f 
 }
 
 // binaryVersion returns what a binary prints for -version (--version for
-// nats-server), "unknown" if it prints nothing.
+// nats-server and the nats CLI), "unknown" if it prints nothing.
 func binaryVersion(ctx context.Context, path string) string {
 	flag := "-version"
-	if filepath.Base(path) == "nats-server" {
+	if b := filepath.Base(path); b == "nats-server" || b == "nats" {
 		flag = "--version"
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
