@@ -26,6 +26,9 @@ type DeadRecipient struct {
 	At          time.Time `json:"at"`
 	// Key is the notification whose attempt proved the recipient dead.
 	Key string `json:"key"`
+	// Via says what else found it dead: ViaUpdate for news the provider
+	// sent the bot (a Telegram user blocked it); empty for a send's answer.
+	Via string `json:"via,omitempty"`
 }
 
 // hold records, for workers that start later, that messages of a recipient
@@ -114,6 +117,13 @@ type sharedState struct {
 	log     *slog.Logger
 	// onPause is told of a pause written by anyone (admission follows it).
 	onPause func(pause)
+	// retryAfter is Config.DeadRetryAfter (0: never); now is the clock it
+	// is measured on.
+	retryAfter time.Duration
+	now        func() time.Time
+	// loaded is closed once the initial values are loaded.
+	loaded     chan struct{}
+	loadedOnce sync.Once
 
 	mu       sync.RWMutex
 	deadSet  map[string]DeadRecipient
@@ -127,7 +137,7 @@ func newSharedState(kv natsjs.KeyValue, channel string, log *slog.Logger, onPaus
 	return &sharedState{
 		kv: kv, keys: keyspaceFor(channel), channel: channel, log: log, onPause: onPause,
 		deadSet: map[string]DeadRecipient{}, redirect: map[string]string{}, holds: map[string]hold{},
-		changed: make(chan struct{}, 1),
+		changed: make(chan struct{}, 1), now: time.Now, loaded: make(chan struct{}),
 	}
 }
 
@@ -166,6 +176,7 @@ func (s *sharedState) watchOnce(ctx context.Context, ready chan<- struct{}) erro
 				return errors.New("watcher closed")
 			}
 			if e == nil { // initial values loaded
+				s.loadedOnce.Do(func() { close(s.loaded) })
 				if ready != nil {
 					close(ready)
 					ready = nil
@@ -264,9 +275,18 @@ func (s *sharedState) hold(r string) (hold, bool) {
 	return h, ok
 }
 
+// dead reports whether messages to r are given up on without a request:
+// it is marked dead, and not due for another try (retryDue).
 func (s *sharedState) dead(r string) bool {
-	_, ok := s.deadRecipient(s.resolve(r))
-	return ok
+	d, ok := s.deadRecipient(s.resolve(r))
+	return ok && !s.retryDue(d)
+}
+
+// retryDue reports whether a dead recipient's next message is sent for real
+// once more: DeadRetryAfter has passed since it was found dead (a mark
+// without a time is due at once).
+func (s *sharedState) retryDue(d DeadRecipient) bool {
+	return s.retryAfter > 0 && !s.now().Before(d.At.Add(s.retryAfter))
 }
 
 func (s *sharedState) deadCount() int {
