@@ -125,7 +125,12 @@ type sharedState struct {
 	loaded     chan struct{}
 	loadedOnce sync.Once
 
-	mu       sync.RWMutex
+	mu sync.RWMutex
+	// revs are the revisions of the keys' latest values applied (one per
+	// key ever seen), so that the watcher, which lags behind this worker's
+	// own writes, never applies an older value over a newer one (a dead
+	// mark replayed after this worker deleted it).
+	revs     map[string]uint64
 	deadSet  map[string]DeadRecipient
 	redirect map[string]string
 	holds    map[string]hold
@@ -136,7 +141,7 @@ type sharedState struct {
 func newSharedState(kv natsjs.KeyValue, channel string, log *slog.Logger, onPause func(pause)) *sharedState {
 	return &sharedState{
 		kv: kv, keys: keyspaceFor(channel), channel: channel, log: log, onPause: onPause,
-		deadSet: map[string]DeadRecipient{}, redirect: map[string]string{}, holds: map[string]hold{},
+		deadSet: map[string]DeadRecipient{}, redirect: map[string]string{}, holds: map[string]hold{}, revs: map[string]uint64{},
 		changed: make(chan struct{}, 1), now: time.Now, loaded: make(chan struct{}),
 	}
 }
@@ -183,19 +188,29 @@ func (s *sharedState) watchOnce(ctx context.Context, ready chan<- struct{}) erro
 				}
 				continue
 			}
-			s.apply(e.Key(), e.Value(), e.Operation() != natsjs.KeyValuePut)
+			s.apply(e.Key(), e.Value(), e.Operation() != natsjs.KeyValuePut, e.Revision())
 		}
 	}
 }
 
-// apply updates the cache from one bucket entry.
-func (s *sharedState) apply(key string, value []byte, deleted bool) {
+// apply updates the cache from one bucket entry of revision rev: from the
+// watcher, or this worker's own put. A value older than the one applied is
+// ignored. This worker's own deletion (rev 0) always applies; the watcher's
+// copy of it comes later with its revision.
+func (s *sharedState) apply(key string, value []byte, deleted bool, rev uint64) {
 	kind, r, ok := s.keys.parse(key)
 	if !ok {
 		return
 	}
 	var p *pause
 	s.mu.Lock()
+	if rev != 0 {
+		if rev <= s.revs[key] {
+			s.mu.Unlock()
+			return
+		}
+		s.revs[key] = rev
+	}
 	switch kind {
 	case "pause":
 		var v pause
@@ -296,10 +311,11 @@ func (s *sharedState) deadCount() int {
 }
 
 func (s *sharedState) put(ctx context.Context, key string, b []byte) error {
-	if _, err := s.kv.Put(ctx, key, b); err != nil {
+	rev, err := s.kv.Put(ctx, key, b)
+	if err != nil {
 		return fmt.Errorf("writing %s/%s: %w", jetstream.BucketChats, key, err)
 	}
-	s.apply(key, b, false)
+	s.apply(key, b, false, rev)
 	return nil
 }
 
@@ -315,7 +331,7 @@ func (s *sharedState) del(ctx context.Context, key string) error {
 	if err := s.kv.Delete(ctx, key); err != nil && !errors.Is(err, natsjs.ErrKeyNotFound) {
 		return fmt.Errorf("deleting %s/%s: %w", jetstream.BucketChats, key, err)
 	}
-	s.apply(key, nil, true)
+	s.apply(key, nil, true, 0)
 	return nil
 }
 
