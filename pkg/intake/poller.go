@@ -192,11 +192,22 @@ func (p *Poller) poll(ctx context.Context, offset int64) {
 			if u.UpdateID < offset {
 				continue // confirmed already (a repeat)
 			}
-			if !p.retry(ctx, "apply", func() error { return p.apply.apply(ctx, u) }) {
+			// An update being applied is finished even when the worker is
+			// stopping (within applyTimeout): its change and its event
+			// belong together.
+			apply := func() error {
+				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+				defer cancel()
+				return p.apply.apply(actx, u)
+			}
+			if !p.retry(ctx, "apply", apply) {
 				return
 			}
 			offset = u.UpdateID + 1
-			if !p.retry(ctx, "lease", func() error { return p.lease.commit(ctx, offset, p.botID) }) {
+			// Stored even when the worker is stopping: an update applied
+			// and not stored would be applied again after the restart.
+			commit := func() error { return p.lease.commit(context.WithoutCancel(ctx), offset, p.botID) }
+			if !p.retry(ctx, "lease", commit) {
 				return
 			}
 		}
