@@ -243,13 +243,6 @@ func (l *lease) valid() (bool, time.Duration) {
 	return l.held && left > 0, left
 }
 
-// offset returns the held record's offset and bot.
-func (l *lease) offset() (int64, int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.rec.Offset, l.rec.BotID
-}
-
 // release gives the lease up, keeping the offset, so that a standby takes
 // it at once.
 func (l *lease) release(ctx context.Context) {
