@@ -32,5 +32,10 @@
 // (whose message is the full URL) is replaced by its inner error, and every
 // message is scrubbed of the token.
 //
+// The bot's incoming side (updates.go) — getUpdates, setWebhook,
+// deleteWebhook, getWebhookInfo and the Update, ChatMemberUpdated and
+// ChatMember objects — serves an update intake; a 409 comes back as a
+// [*ConflictError] matching [ErrConflict].
+//
 // A Client is safe for concurrent use and reuses connections.
 package botapi

@@ -54,7 +54,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	if wait := w.settleRedelivery(j, now); wait > 0 {
 		return result{job: j, disp: retryHere, at: now, delay: wait}
 	}
-	if d, ok := w.store.state.deadRecipient(target); ok {
+	if d, ok := w.store.state.deadRecipient(target); ok && !w.retryDead(j, target, d) {
 		return w.giveUp(ctx, j, target, letter{reason: d.Reason, code: d.Code,
 			description: fmt.Sprintf("recipient %s was found dead at %s: %s", target, d.At.Format(time.RFC3339), d.Description)}, true)
 	}
@@ -108,6 +108,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		switch o.Kind {
 		case Delivered:
 			w.delivered(ctx, j, o, target, end)
+			w.aliveAfterSend(ctx, j, target, start, end)
 			called.disp = moveOn
 			return called
 
@@ -382,6 +383,9 @@ func (w *Worker) countDead(reason string) {
 
 // recipientDied remembers a dead recipient and tells the application.
 func (w *Worker) recipientDied(ctx context.Context, j *job, target string, o Outcome, at time.Time) {
+	if w.stillDead(ctx, j, target, o, at) {
+		return
+	}
 	d := DeadRecipient{Channel: w.name, Recipient: target, Reason: o.Reason, Code: o.Code, Description: o.Description, At: at, Key: j.n.Key}
 	if err := w.store.state.markDead(ctx, d); err != nil {
 		w.log.Error("cannot record the dead recipient", "recipient", target, "err", err)

@@ -81,6 +81,9 @@ type Worker struct {
 	persist *persister
 	events  *events
 	degrade *degrader
+	// recipients is what ChangeRecipient and the dead-retry keep
+	// (recipients.go).
+	recipients *recipients
 
 	// Owned by the dispatcher goroutine.
 	sched        *scheduler
@@ -179,6 +182,10 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	})
 	w.adm.connected = d.JS.Conn().IsConnected
 	state := newSharedState(d.Resources.Chats, name, log, w.adm.sharedPause)
+	state.retryAfter, state.now = cfg.DeadRetryAfter, d.Now
+	if w.recipients, err = newRecipients(d.Registry, name); err != nil {
+		return nil, fmt.Errorf("registering worker metrics: %w", err)
+	}
 	w.store = &store{
 		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),

@@ -19,6 +19,14 @@
 //     latency, requests that are never answered, and messages delivered
 //     whose answer is lost (see [FaultMode]).
 //
+// It also serves the bot's incoming side (updates.go): getUpdates with long
+// polling and offsets, setWebhook, deleteWebhook and getWebhookInfo, posting
+// updates to a webhook with its secret token, and Telegram's 409 conflicts
+// between two consumers of the updates. [Emulator.BlockByUser],
+// [Emulator.UnblockByUser], [Emulator.SetMember] and [Emulator.SendStart]
+// make a chat's user act, producing the my_chat_member and message updates
+// Telegram would.
+//
 // It records every delivered message ([Emulator.Messages]) and counts every
 // request ([Emulator.Stats]), including those made inside a 429 pause of
 // their own scope or of any scope. Control methods ([Emulator.Block],
