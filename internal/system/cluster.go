@@ -633,12 +633,20 @@ func ConsumerStepDown(ctx context.Context, nc *nats.Conn, stream, consumer strin
 	return request(ctx, nc, "$JS.API.CONSUMER.LEADER.STEPDOWN."+stream+"."+consumer, nil)
 }
 
+// pollTimeout bounds each request of a poll: a stream without a leader
+// does not answer its info request at all.
+const pollTimeout = 250 * time.Millisecond
+
 // WaitLeader waits until stream has a leader other than not ("" accepts
-// any), polling every 20 ms, and returns it.
+// any), polling every 20 ms, and returns it. Measure elections over a
+// connection to a node that stays up: a connection that must move first
+// adds its reconnection to the wait.
 func WaitLeader(ctx context.Context, nc *nats.Conn, stream, not string) (string, error) {
 	var last error
 	for {
-		p, err := StreamPlacement(ctx, nc, stream)
+		pctx, cancel := context.WithTimeout(ctx, pollTimeout)
+		p, err := StreamPlacement(pctx, nc, stream)
+		cancel()
 		if err == nil && p.Leader != "" && p.Leader != not {
 			return p.Leader, nil
 		}
