@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -519,15 +521,42 @@ func (c *Cluster) Close() {
 	}
 }
 
+// healthPoll is how often WaitHealthy asks: each refusal is a warning in
+// the node's log.
+const healthPoll = 250 * time.Millisecond
+
 // WaitHealthy waits until every node answers its /healthz with 200: it
 // runs, it is part of the cluster and its streams and consumers are
 // current.
 func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	t := time.NewTicker(healthPoll)
+	defer t.Stop()
 	for _, n := range c.nodes {
-		if err := procs.WaitHTTP(ctx, c.monitor(n)+"/healthz", timeout); err != nil {
-			return fmt.Errorf("node %s: %w", n.name, err)
+		last := "no answer yet"
+		for {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.monitor(n)+"/healthz", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err == nil {
+				body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				last = fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+			} else {
+				last = err.Error()
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %s not healthy within %v (%s)", n.name, timeout, last)
+			case <-t.C:
+			}
 		}
 	}
 	return nil
