@@ -10,7 +10,7 @@ import (
 )
 
 // Scenarios lists the scenario groups [Run] knows, in the order it runs them.
-var Scenarios = []string{"1", "2", "3", "4", "5", "6"}
+var Scenarios = []string{"1", "2", "3", "4", "5", "6", "7"}
 
 // Config is what the suite runs and how big each scenario is. Start from
 // [Defaults] (the sizes issue 7 names) or [Smoke] (tiny sizes for a test).
@@ -66,6 +66,13 @@ type Config struct {
 	// memory is observed for MemoryObserve once it holds all it can.
 	MemoryPending, MemoryChats int
 	MemoryObserve              time.Duration
+	// FailoverRuns is the number of runs of each fault of scenario 7;
+	// FailoverRate the orders per second placed during them; each run
+	// warms up for FailoverWarmup, then measures a reference window and a
+	// fault window of FailoverWindow each.
+	FailoverRuns                   int
+	FailoverRate                   float64
+	FailoverWarmup, FailoverWindow time.Duration
 }
 
 // Defaults returns the full suite of issue 7, sized to take about a quarter
@@ -87,6 +94,7 @@ func Defaults() Config {
 		StormOrders: 600, StormPauses: 3, StormPause: 3 * time.Second, StormGap: 4 * time.Second,
 		CeilingMessages: 50_000, CeilingInFlight: 64, CeilingSyncMessages: 5_000,
 		MemoryPending: 100_000, MemoryChats: 50_000, MemoryObserve: 12 * time.Second,
+		FailoverRuns: 3, FailoverRate: 20, FailoverWarmup: 5 * time.Second, FailoverWindow: 15 * time.Second,
 	}
 }
 
@@ -106,6 +114,7 @@ func Smoke(binDir, workDir, natsConfig string) Config {
 		StormOrders: 40, StormPauses: 1, StormPause: time.Second, StormGap: 300 * time.Millisecond,
 		CeilingMessages: 300, CeilingInFlight: 16, CeilingSyncMessages: 50,
 		MemoryPending: 600, MemoryChats: 300, MemoryObserve: 500 * time.Millisecond,
+		FailoverRuns: 1, FailoverRate: 10, FailoverWarmup: time.Second, FailoverWindow: 3 * time.Second,
 	}
 }
 
@@ -131,7 +140,7 @@ func (c Config) Validate() error {
 		{"LimitChats", c.LimitChats}, {"HotOthers", c.HotOthers}, {"HotMessages", c.HotMessages},
 		{"StormOrders", c.StormOrders}, {"StormPauses", c.StormPauses},
 		{"CeilingMessages", c.CeilingMessages}, {"CeilingInFlight", c.CeilingInFlight}, {"CeilingSyncMessages", c.CeilingSyncMessages},
-		{"MemoryPending", c.MemoryPending}, {"MemoryChats", c.MemoryChats},
+		{"MemoryPending", c.MemoryPending}, {"MemoryChats", c.MemoryChats}, {"FailoverRuns", c.FailoverRuns},
 	} {
 		if p.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", p.name, p.v))
@@ -148,6 +157,10 @@ func (c Config) Validate() error {
 	}
 	if c.StormGap <= 0 || c.MemoryObserve <= 0 {
 		errs = append(errs, errors.New("StormGap and MemoryObserve must be positive"))
+	}
+	if c.FailoverRate <= 0 || c.FailoverRate > 25 || c.FailoverWarmup <= 0 || c.FailoverWindow < 2*time.Second {
+		errs = append(errs, fmt.Errorf("FailoverRate %v (want (0, 25] a second: under Telegram's 30), FailoverWarmup %v and FailoverWindow %v (at least 2s) are not usable",
+			c.FailoverRate, c.FailoverWarmup, c.FailoverWindow))
 	}
 	return errors.Join(errs...)
 }
