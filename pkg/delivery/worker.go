@@ -178,8 +178,11 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	state := newSharedState(d.Resources.Chats, name, log, w.adm.sharedPause)
 	w.store = &store{
 		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
+		deliveredSubjects: subjectsOf(d.Resources.Delivered), attemptsSubjects: subjectsOf(d.Resources.Attempts),
+		direct: newDirectReader(d.JS.Conn()),
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
 	}
+	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
 	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
 	w.events = newEvents(d.JS, name, log, w.m.eventErrors.Inc)
 	w.degrade = newDegrader(cfg, lim.Rate)
@@ -241,7 +244,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
-	defer func() { stopBG(); bgWG.Wait() }()
+	defer func() { stopBG(); bgWG.Wait(); w.store.direct.close() }()
 
 	ready := make(chan struct{})
 	bgWG.Go(func() { w.store.state.watch(bg, ready) })
@@ -250,6 +253,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
+	bgWG.Go(func() { w.store.lookups.run(bg) })
 	bgWG.Go(func() { w.pollStats(bg) })
 	bgWG.Go(func() { w.watchPin(bg) })
 	go w.persist.run()
