@@ -115,6 +115,8 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 	config.Int(cs, &w.StormThreshold, "storm-threshold", def.StormThreshold, "429s within -storm-window that make bulk notifications wait while transactional ones go").Check(config.AtLeast(1))
 	config.Duration(cs, &w.StormWindow, "storm-window", def.StormWindow, "the window of -storm-threshold").Check(config.Positive)
 	config.Int(cs, &w.BacklogThreshold, "backlog-threshold", def.BacklogThreshold, "messages of the channel waiting above which bulk waits while transactional goes (0: off)").Check(config.NotNegative)
+	config.Bool(cs, &w.SingleRecordWrites, "single-record-writes", def.SingleRecordWrites,
+		"write each delivery record on its own, never in atomic batches: for a nats-server without sync_interval: always, where a batch costs more than the fsyncs it saves")
 
 	// The consumer, stream and bucket settings are the JetStream
 	// declaration's.

@@ -40,6 +40,7 @@ type metrics struct {
 	deliverySeconds        prometheus.Histogram
 	recordErrors           prometheus.Counter
 	lookupBatch            prometheus.Histogram
+	recordBatch            prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
@@ -117,11 +118,14 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 		lookupBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "record_lookup_batch_keys",
 			Help:    "Keys per batched read of delivery records: the lookups of the attempts that start together are one request.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
+		recordBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "record_write_batch_records",
+			Help:    "Delivery records per atomic batch: the records of the attempts that finish while a write is on its way are stored together, with one fsync.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
-		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch} {
+		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -5,26 +5,40 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
-// Delivery records are read in batches. Before a send the worker must know
-// whether the notification's key was delivered already, and the answer must
-// be at least as recent as the send's start (another worker that lost the
-// pin, or the worker of another channel, may write a record at any time up
-// to then). So the lookup stays where it was, right before the request, but
-// the lookups of the attempts that start together are one request: a single
-// direct get of the last message of every key's subject (the server's
-// multi_last batch), instead of one KV get per message. While one batch is
-// on its way the next attempts queue up, so the batches grow with the load.
+// Delivery records are read in batches and written without waiting for one
+// another.
+//
+// Reading: before a send the worker must know whether the notification's
+// key was delivered already, and the answer must be at least as recent as
+// the send's start (another worker that lost the pin, or the worker of
+// another channel, may write a record at any time up to then). So the
+// lookup stays where it was, right before the request, but the lookups of
+// the attempts that start together are one request: a single direct get of
+// the last message of every key's subject (the server's multi_last batch),
+// instead of one KV get per message. While one batch is on its way the next
+// attempts queue up, so the batches grow with the load.
+//
+// Writing: a record is published asynchronously, so the records of the
+// messages in flight travel to the server together and are stored one
+// after another without a round trip between them; each message is acked
+// (without waiting for the server's confirmation) only once its own
+// record's PubAck arrived: the record of a delivery is stored, and fsynced
+// on a server with sync_interval: always, before its ack, so a redelivery
+// always finds it.
 
 // maxLookupBatch bounds the keys of one batched lookup; the server answers
 // at most 1024 subjects in one request.
@@ -296,5 +310,197 @@ func (l *lookups) get(ctx context.Context, key string) (lookedUp, error) {
 		return a.lookedUp, a.err
 	case <-ctx.Done():
 		return lookedUp{}, ctx.Err()
+	}
+}
+
+// recordMsg is the KV put of a delivery record, as a message that can be
+// published asynchronously.
+func (s *store) recordMsg(r DeliveryRecord) (*nats.Msg, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: s.deliveredSubjects.prefix + RecordKey(r.Key), Data: b}, nil
+}
+
+// maxRecordBatch bounds the records of one atomic batch (the server takes
+// up to 1000).
+const maxRecordBatch = 256
+
+// minAtomicBatch is the fewest records written as an atomic batch. A batch
+// costs the server a staging store of its own (a directory, files and four
+// fsyncs): it pays only when many records wait; fewer are published one by
+// one, all at once.
+const minAtomicBatch = 16
+
+// recorder writes delivery records. With batches (notify_delivered takes
+// atomic batches, its stream has allow_atomic, and Config.SingleRecordWrites
+// is off), one write is on its way at a time, and the records of the
+// attempts that finish meanwhile gather into the next one: many are written
+// as one atomic batch, which a server with sync_interval: always stores with
+// one fsync instead of one per record (the worker's largest cost there), so
+// writes grow exactly when the server is slow to store them. Without, each
+// record is published at once, asynchronously. Either way an attempt waits
+// for its own record only; a write that fails is reported to each of its
+// attempts, which write their records again on their own.
+type recorder struct {
+	s   *store
+	log *slog.Logger
+	// batches: records are written through run, in batches.
+	batches atomic.Bool
+	single  bool // Config.SingleRecordWrites
+	reqs    chan recordRequest
+	// observe receives the size of every atomic batch (a metric).
+	observe func(n int)
+}
+
+// recordRequest is one attempt's record, and where its result goes.
+type recordRequest struct {
+	msg  *nats.Msg
+	done chan error // buffered: the recorder never waits for the attempt
+}
+
+func newRecorder(s *store, single bool, log *slog.Logger, observe func(int)) *recorder {
+	return &recorder{s: s, single: single, log: log, reqs: make(chan recordRequest, maxRecordBatch), observe: observe}
+}
+
+// start reads whether the bucket takes atomic batches.
+func (r *recorder) start(ctx context.Context) {
+	if r.single {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	stream, err := r.s.js.Stream(ctx, r.s.deliveredSubjects.stream)
+	if err != nil {
+		r.log.Warn("cannot read the configuration of the delivery records' stream; writing records one by one", "err", err)
+		return
+	}
+	r.batches.Store(stream.CachedInfo().Config.AllowAtomicPublish)
+}
+
+// write stores the proof of delivery and returns once the server has it
+// (or it failed). The key is remembered in memory first, so it counts even
+// when the write fails.
+func (r *recorder) write(ctx context.Context, rec DeliveryRecord) error {
+	r.s.remember(rec.Key)
+	m, err := r.s.recordMsg(rec)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	if !r.batches.Load() {
+		f, err := r.s.js.PublishMsgAsync(m)
+		if err != nil {
+			return err
+		}
+		return jetstream.Denied(r.s.js.Conn(), stored(ctx, f))
+	}
+	req := recordRequest{msg: m, done: make(chan error, 1)}
+	select {
+	case r.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run writes the records that wait, until ctx ends: every record queued as
+// one write, one write at a time.
+func (r *recorder) run(ctx context.Context) {
+	for {
+		var batch []recordRequest
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-r.reqs:
+			batch = append(batch, req)
+		}
+	more:
+		for len(batch) < maxRecordBatch {
+			select {
+			case req := <-r.reqs:
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		r.writeAll(ctx, batch)
+	}
+}
+
+// writeAll writes a batch of records, atomically when it is large enough,
+// and tells each attempt.
+func (r *recorder) writeAll(ctx context.Context, batch []recordRequest) {
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	if len(batch) < minAtomicBatch || !r.batches.Load() {
+		futures := make([]natsjs.PubAckFuture, len(batch))
+		errs := make([]error, len(batch))
+		for i, req := range batch {
+			futures[i], errs[i] = r.s.js.PublishMsgAsync(req.msg)
+		}
+		for i, req := range batch {
+			if errs[i] == nil {
+				errs[i] = stored(ctx, futures[i])
+			}
+			req.done <- errs[i]
+		}
+		return
+	}
+	r.observe(len(batch))
+	err := r.commit(ctx, batch)
+	var apiErr *natsjs.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishNotEnabled {
+		if r.batches.CompareAndSwap(true, false) {
+			r.log.Warn("the delivery records' stream no longer takes atomic batches; writing records one by one", "stream", r.s.deliveredSubjects.stream)
+		}
+	}
+	for _, req := range batch {
+		req.done <- err
+	}
+}
+
+// commit publishes the batch atomically: the server stores every record or
+// none, and answers once they are stored (and fsynced, on a server with
+// sync_interval: always).
+func (r *recorder) commit(ctx context.Context, batch []recordRequest) error {
+	bp, err := jetstreamext.NewBatchPublisher(r.s.js, jetstreamext.BatchFlowControl{})
+	if err != nil {
+		return err
+	}
+	for _, req := range batch[:len(batch)-1] {
+		if err := bp.AddMsg(copyMsg(req.msg)); err != nil {
+			_ = bp.Discard()
+			return fmt.Errorf("writing a batch of %d delivery records: %w", len(batch), err)
+		}
+	}
+	if _, err := bp.CommitMsg(ctx, copyMsg(batch[len(batch)-1].msg)); err != nil {
+		return fmt.Errorf("writing a batch of %d delivery records: %w", len(batch), err)
+	}
+	return nil
+}
+
+// copyMsg copies a record's message for a batch, which adds its headers:
+// the original stays as it was for a write of its own after a failure.
+func copyMsg(m *nats.Msg) *nats.Msg {
+	return &nats.Msg{Subject: m.Subject, Data: m.Data}
+}
+
+// stored waits for the PubAck of an asynchronous write.
+func stored(ctx context.Context, f natsjs.PubAckFuture) error {
+	select {
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

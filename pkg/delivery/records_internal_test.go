@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -139,5 +140,91 @@ func TestLookupsBatchConcurrentAttempts(t *testing.T) {
 	}
 	if len(batches) != 1 || batches[0] != 50 {
 		t.Fatalf("batches of %v keys, want one of 50", batches)
+	}
+}
+
+// Records that wait while a write is on its way are written as one atomic
+// batch; every attempt learns that its own record is stored, and it is.
+func TestRecorderWritesWaitingRecordsAsOneBatch(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	var batches []int
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r.start(ctx)
+	if !r.batches.Load() {
+		t.Fatal("notify_delivered as provisioned does not take atomic batches")
+	}
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := r.write(ctx, DeliveryRecord{Key: fmt.Sprint("b", i), Channel: "telegram"}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == n }, "records queued")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(runCtx) }()
+	wg.Wait()
+	stop()
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(batches) != 1 || batches[0] != n {
+		t.Fatalf("atomic batches of %v records, want one of %d", batches, n)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("b", i)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil || len(found) != n {
+		t.Fatalf("%d of %d records stored (%v)", len(found), n, err)
+	}
+}
+
+// A bucket that takes no atomic batches (provisioned before they were
+// declared) fails the batch; the recorder writes every record on its own
+// from then on.
+func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	stream, err := s.js.Stream(ctx, s.deliveredSubjects.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {})
+	r.batches.Store(true) // as if read before the change
+	batch := make([]recordRequest, minAtomicBatch)
+	for i := range batch {
+		m, err := s.recordMsg(DeliveryRecord{Key: fmt.Sprint("c", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch[i] = recordRequest{msg: m, done: make(chan error, 1)}
+	}
+	r.writeAll(ctx, batch)
+	var apiErr *natsjs.APIError
+	if err := <-batch[0].done; !errors.As(err, &apiErr) {
+		t.Fatalf("the batch's write: got %v, want the server's refusal", err)
+	}
+	if r.batches.Load() {
+		t.Fatal("the recorder still writes batches")
+	}
+	if err := r.write(ctx, DeliveryRecord{Key: "c0"}); err != nil {
+		t.Fatalf("a record on its own: %v", err)
+	}
+	if found, err := s.readRecords(ctx, []string{"c0"}); err != nil || !found["c0"].delivered {
+		t.Fatalf("the record written on its own is not stored (%v)", err)
 	}
 }

@@ -77,6 +77,7 @@ type Worker struct {
 	now     func() time.Time
 	randN   func(int64) int64
 	store   *store
+	records *recorder
 	adm     *admission
 	persist *persister
 	events  *events
@@ -183,6 +184,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
 	}
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
+	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
 	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
 	w.events = newEvents(d.JS, name, log, w.m.eventErrors.Inc)
 	w.degrade = newDegrader(cfg, lim.Rate)
@@ -254,6 +256,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	bgWG.Go(func() { w.store.lookups.run(bg) })
+	w.records.start(ctx)
+	bgWG.Go(func() { w.records.run(bg) })
 	bgWG.Go(func() { w.pollStats(bg) })
 	bgWG.Go(func() { w.watchPin(bg) })
 	go w.persist.run()
