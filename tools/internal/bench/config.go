@@ -10,7 +10,7 @@ import (
 )
 
 // Scenarios lists the scenario groups [Run] knows, in the order it runs them.
-var Scenarios = []string{"1", "2", "3", "4", "5", "6"}
+var Scenarios = []string{"1", "2", "3", "4", "5", "6", "7"}
 
 // Config is what the suite runs and how big each scenario is. Start from
 // [Defaults] (the sizes issue 7 names) or [Smoke] (tiny sizes for a test).
@@ -26,7 +26,7 @@ type Config struct {
 	// addresses and store directory replaced, and sync_interval as each
 	// scenario says.
 	NATSConfig string
-	// Only selects scenario groups ("1".."6"); empty runs all.
+	// Only selects scenario groups ("1".."7"); empty runs all.
 	Only []string
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer `json:"-"`
@@ -66,6 +66,10 @@ type Config struct {
 	// memory is observed for MemoryObserve once it holds all it can.
 	MemoryPending, MemoryChats int
 	MemoryObserve              time.Duration
+	// EndToEndRate is how many orders a second scenario 7 places, for
+	// EndToEndDuration, round robin over EndToEndChats chats.
+	EndToEndRate, EndToEndChats int
+	EndToEndDuration            time.Duration
 }
 
 // Defaults returns the full suite of issue 7, sized to take about a quarter
@@ -87,6 +91,7 @@ func Defaults() Config {
 		StormOrders: 600, StormPauses: 3, StormPause: 3 * time.Second, StormGap: 4 * time.Second,
 		CeilingMessages: 50_000, CeilingInFlight: 64, CeilingSyncMessages: 5_000,
 		MemoryPending: 100_000, MemoryChats: 50_000, MemoryObserve: 12 * time.Second,
+		EndToEndRate: 1000, EndToEndChats: 10_000, EndToEndDuration: time.Minute,
 	}
 }
 
@@ -106,6 +111,7 @@ func Smoke(binDir, workDir, natsConfig string) Config {
 		StormOrders: 40, StormPauses: 1, StormPause: time.Second, StormGap: 300 * time.Millisecond,
 		CeilingMessages: 300, CeilingInFlight: 16, CeilingSyncMessages: 50,
 		MemoryPending: 600, MemoryChats: 300, MemoryObserve: 500 * time.Millisecond,
+		EndToEndRate: 100, EndToEndChats: 50, EndToEndDuration: time.Second,
 	}
 }
 
@@ -132,6 +138,7 @@ func (c Config) Validate() error {
 		{"StormOrders", c.StormOrders}, {"StormPauses", c.StormPauses},
 		{"CeilingMessages", c.CeilingMessages}, {"CeilingInFlight", c.CeilingInFlight}, {"CeilingSyncMessages", c.CeilingSyncMessages},
 		{"MemoryPending", c.MemoryPending}, {"MemoryChats", c.MemoryChats},
+		{"EndToEndRate", c.EndToEndRate}, {"EndToEndChats", c.EndToEndChats},
 	} {
 		if p.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", p.name, p.v))
@@ -148,6 +155,12 @@ func (c Config) Validate() error {
 	}
 	if c.StormGap <= 0 || c.MemoryObserve <= 0 {
 		errs = append(errs, errors.New("StormGap and MemoryObserve must be positive"))
+	}
+	if c.EndToEndDuration < time.Second || c.EndToEndDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("EndToEndDuration: %v must be whole seconds", c.EndToEndDuration))
+	}
+	if c.EndToEndRate > int(time.Second) {
+		errs = append(errs, fmt.Errorf("EndToEndRate: %d orders a second is more than one a nanosecond", c.EndToEndRate))
 	}
 	return errors.Join(errs...)
 }

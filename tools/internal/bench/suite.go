@@ -79,6 +79,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"4", r.telegramLimit},
 		{"5", r.ceiling},
 		{"6", r.memory},
+		{"7", r.endToEnd},
 	} {
 		if !cfg.selected(g.id) {
 			continue
