@@ -91,7 +91,7 @@ func parse(args []string, out io.Writer) (*settings, error) {
 		Check(config.Positive)
 	config.Duration(cs, &p.FallbackInterval, "fallback-interval", publisher.DefaultFallbackInterval, "slow tick that reads the outbox even when no commit was noticed").
 		Check(config.Positive, config.AtLeastFlag(poll))
-	config.Duration(cs, &p.AckTimeout, "ack-timeout", publisher.DefaultAckTimeout, "how long a PubAck may take before the publish counts as failed and is retried").
+	config.Duration(cs, &p.AckTimeout, "ack-timeout", publisher.DefaultAckTimeout, "how long an acknowledgement (flow ack or PubAck) may take before the publish counts as failed and is retried").
 		Check(config.Positive)
 	retry := config.Duration(cs, &p.RetryInitial, "retry-initial", publisher.DefaultRetryInitial, "first delay after a failure (NATS down, publish error); doubles with jitter").
 		Check(config.Positive)

@@ -97,7 +97,7 @@ func newPipeline(t *testing.T) *pipeline {
 			t.Fatal(err)
 		}
 	}
-	if _, err := outbox.NewReader(db).MarkPublished(ctx, time.Now(), outbox.IDRange{From: 1, To: 1}); err != nil {
+	if err := outbox.NewReader(db).MarkPublished(ctx, time.Now(), 1); err != nil {
 		t.Fatal(err)
 	}
 

@@ -30,6 +30,10 @@ func (r *report) check() {
 	}
 	r.checkShop()
 	r.checkPauses()
+	r.measureSilences()
+	if r.cluster != nil {
+		r.checks = append(r.checks, r.cluster.check())
+	}
 	r.checks = append(r.checks, check{ok: system.Empty(r.backlogs) && len(r.backlogs) == len(system.Channels()),
 		text: fmt.Sprintf("pipeline drained: every channel's consumer empty (left: %s)", system.BacklogText(r.backlogs))})
 }
@@ -465,4 +469,30 @@ func orNone(s []string) string {
 		return "no give-up"
 	}
 	return strings.Join(s, " or ")
+}
+
+// measureSilences finds the burst's stretches without any delivery while a
+// notification waited: from the start of the burst to the Telegram outage
+// (during which waiting for fallback_after is the point).
+func (r *report) measureSilences() {
+	var deliveries []time.Time
+	for _, d := range r.deliveries() {
+		deliveries = append(deliveries, d.At)
+	}
+	var waits []system.Wait
+	for _, o := range r.orders {
+		p := r.paths[o.order.ID]
+		pl, placed := r.placements[o.order.ID]
+		if p == nil || !placed || pl.CreatedAt.IsZero() || len(p.copies) == 0 {
+			continue
+		}
+		first := p.copies[0].At
+		for _, c := range p.copies[1:] {
+			if c.At.Before(first) {
+				first = c.At
+			}
+		}
+		waits = append(waits, system.Wait{From: pl.CreatedAt, To: first})
+	}
+	r.silences = system.Silences(waits, deliveries, r.burstStart, r.outageStart)
 }

@@ -29,6 +29,8 @@ type config struct {
 	dir          string
 	bin          string
 	natsConfig   string
+	cluster      bool
+	clusterDir   string
 	timeout      time.Duration
 	readyWait    time.Duration
 	stopWait     time.Duration
@@ -64,6 +66,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.dir, "dir", ".demo", "`directory` for the demo's data and logs; emptied at start (only if it is empty or an earlier demo's)")
 	fs.StringVar(&c.bin, "bin", "", "`directory` with the binaries (default: the demo's own directory)")
 	fs.StringVar(&c.natsConfig, "nats-config", "configs/nats-server.conf", "nats-server configuration `file` to start from; the demo rewrites its addresses and store directory")
+	fs.BoolVar(&c.cluster, "cluster", false, "run NATS as a three-node cluster (the files of -cluster-config, three nats-server processes with routes between them), provision every stream, consumer and bucket with 3 replicas, give every daemon all three URLs, and during the burst step NOTIFY's leader down and SIGKILL (then restart) a node")
+	fs.StringVar(&c.clusterDir, "cluster-config", "configs/nats-cluster", "`directory` of the cluster's node configurations (n1.conf, n2.conf, n3.conf) for -cluster; the demo rewrites their addresses, stores and routes")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Minute, "how long to wait for every notification to be delivered or dead-lettered")
 	fs.DurationVar(&c.readyWait, "ready-timeout", 30*time.Second, "how long each process may take to become ready")
 	fs.DurationVar(&c.stopWait, "stop-timeout", 20*time.Second, "how long each process may take to stop after SIGTERM before it is killed")
@@ -157,7 +161,7 @@ https://api.telegram.org, e.g. for a local Bot API server).
 	if c.dir, err = filepath.Abs(c.dir); err != nil {
 		return nil, err
 	}
-	for _, name := range binaries(c.real != nil) {
+	for _, name := range binaries(c.real != nil, c.cluster) {
 		if _, err := os.Stat(filepath.Join(c.bin, name)); err != nil {
 			return nil, fmt.Errorf("binary %s not found in %s: run `make build` first (or set -bin)", name, c.bin)
 		}
@@ -165,14 +169,23 @@ https://api.telegram.org, e.g. for a local Bot API server).
 	if _, err := os.Stat(c.natsConfig); err != nil {
 		return nil, fmt.Errorf("-nats-config: %w (run the demo from the repository root, or set -nats-config)", err)
 	}
+	if c.cluster {
+		if _, err := os.Stat(filepath.Join(c.clusterDir, "n1.conf")); err != nil {
+			return nil, fmt.Errorf("-cluster-config: %w (run the demo from the repository root, or set -cluster-config)", err)
+		}
+	}
 	return c, nil
 }
 
-// binaries lists the programs the demo starts: with the real Telegram,
-// everything but the Bot API emulator.
-func binaries(real bool) []string {
+// binaries lists the programs the demo runs: with the real Telegram,
+// everything but the Bot API emulator; on a cluster, tgnotify too (to
+// provision).
+func binaries(real, cluster bool) []string {
 	all := []string{"nats-server", "botapi-emulator", "max-emulator", "sms-emulator", "mailpit",
 		"telegram-worker", "max-worker", "email-worker", "sms-worker", "shop", "publisher"}
+	if cluster {
+		all = append(all, "tgnotify")
+	}
 	if real {
 		return without(all, "botapi-emulator")
 	}

@@ -98,14 +98,23 @@ func (d *demo) run(ctx context.Context) (rep *report, err error) {
 	placeStart := time.Now()
 	fmt.Fprintf(d.out, "placing %d orders through POST %s/orders (%d concurrent clients, %.0f%% repeated)\n",
 		len(orders), s.shopURL, d.cfg.concurrency, d.cfg.repeat*100)
+	rep.burstStart = placeStart
 	go func() {
 		defer close(placed)
 		pl.place(placeCtx, orders, d.cfg.concurrency)
 	}()
+	// On a cluster, its faults during the burst.
+	faulted := make(chan *clusterLog, 1)
+	if s.cluster != nil {
+		go func() { faulted <- d.clusterFaults(ctx, s, nc, placeStart, disp.note) }()
+	}
 	err = d.watch(ctx, js, s, smp, disp, placed, rep)
 	stopPlacing()
 	<-placed
 	rep.placeTook = rep.placedAt.Sub(placeStart)
+	if s.cluster != nil {
+		rep.cluster = <-faulted
+	}
 
 	// The outage: orders with a phone while Telegram answers 5xx.
 	if err == nil && d.cfg.outageOrders > 0 {
@@ -122,6 +131,9 @@ func (d *demo) run(ctx context.Context) (rep *report, err error) {
 	}
 	if err := rep.collect(ctx, js, s); err != nil {
 		rep.fatal = strings.TrimPrefix(rep.fatal+"; ", "; ") + err.Error()
+	}
+	if rep.cluster != nil {
+		rep.cluster.collect(ctx, nc)
 	}
 	rep.check()
 	rep.complete = true

@@ -24,7 +24,7 @@ import (
 // the real binaries, which `make build` puts there.
 func demoBinary(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(builtbin.Dir(t, append(binaries(false), "demo")...), "demo")
+	return filepath.Join(builtbin.Dir(t, append(binaries(false, false), "demo")...), "demo")
 }
 
 // demoRun is the demo running as a child process of the test.
@@ -49,7 +49,11 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{"-dir", r.dir, "-nats-config", conf, "-progress", "lines", "-emulator"}, args...)
+	clusterConf, err := filepath.Abs("../../configs/nats-cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"-dir", r.dir, "-nats-config", conf, "-cluster-config", clusterConf, "-progress", "lines", "-emulator"}, args...)
 	r.cmd = exec.Command(bin, args...)
 	// Never the real Telegram from a test, whatever the developer exported.
 	for _, kv := range os.Environ() {
@@ -205,7 +209,7 @@ func alive(pid int, name string) bool {
 func (r *demoRun) requireAllAlive(t *testing.T) {
 	t.Helper()
 	started := r.started()
-	for _, name := range binaries(false) {
+	for _, name := range binaries(false, false) {
 		pid, ok := started[name]
 		if !ok || !alive(pid, name) {
 			t.Fatalf("%s is not running (pid %d); started: %v", name, pid, started)
@@ -226,8 +230,34 @@ func TestDemoRunsAndLeavesNothingBehind(t *testing.T) {
 			t.Errorf("the output lacks %q", want)
 		}
 	}
-	if got, want := len(r.started()), len(binaries(false)); got != want {
+	if got, want := len(r.started()), len(binaries(false, false)); got != want {
 		t.Errorf("processes started: got %d, want %d", got, want)
+	}
+	r.checkNoLeftovers(t, 5*time.Second)
+}
+
+// With -cluster the demo runs NATS as three nodes, steps NOTIFY's leader
+// down and SIGKILLs a node during the burst, and still passes every check;
+// the report tells what it did and the longest silence.
+func TestDemoOnACluster(t *testing.T) {
+	builtbin.Dir(t, "tgnotify")
+	r := startDemo(t, "-cluster", "-orders", "80", "-outage-orders", "2", "-timeout", "2m")
+	code := r.wait(t, 5*time.Minute)
+	out := r.output()
+	if code != exitOK {
+		t.Fatalf("demo -cluster exit status: got %d, want 0\n%s", code, out)
+	}
+	for _, want := range []string{"RESULT: PASS", "provisioned NOTIFY, NOTIFY_DEAD, the consumers and the buckets with 3 replicas",
+		"stepped down (what bin/nats stream cluster step-down NOTIFY asks)", "SIGKILL of node", "started again on its store",
+		"[ok  ] cluster: NOTIFY's leader stepped down and a node SIGKILLed", "silence         longest"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
+	for _, n := range []string{"nats-n1", "nats-n2", "nats-n3"} {
+		if _, ok := r.started()[n]; !ok {
+			t.Errorf("%s was not started", n)
+		}
 	}
 	r.checkNoLeftovers(t, 5*time.Second)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -97,6 +98,7 @@ func (s *sampler) take(ctx context.Context) sample {
 // display writes the progress: one line rewritten in place on a terminal, a
 // line per sample otherwise, or nothing.
 type display struct {
+	mu    sync.Mutex // show, note and done may be called from two goroutines
 	w     io.Writer
 	mode  string // tty, lines or off
 	width func() int
@@ -129,6 +131,8 @@ func isTerminal(f *os.File) bool {
 
 // show prints cur, with the send rate measured since prev.
 func (d *display) show(prev, cur sample) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.mode == "off" {
 		return
 	}
@@ -169,8 +173,23 @@ func (d *display) show(prev, cur sample) {
 	fmt.Fprintln(d.w, line)
 }
 
+// note prints a line of its own between two progress lines (a fault the
+// demo caused), whatever the mode.
+func (d *display) note(line string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endLine()
+	fmt.Fprintln(d.w, line)
+}
+
 // done ends the rewritten line.
 func (d *display) done() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endLine()
+}
+
+func (d *display) endLine() {
 	if d.wrote {
 		fmt.Fprintln(d.w)
 		d.wrote = false

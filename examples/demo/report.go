@@ -42,6 +42,11 @@ type report struct {
 	fatal      string
 	// outageStart and outageEnd bound the Telegram outage (zero without).
 	outageStart, outageEnd time.Time
+	// burstStart is when the burst's placing began.
+	burstStart time.Time
+	// cluster is what -cluster did to NATS during the burst (nil on one
+	// server).
+	cluster *clusterLog
 
 	// Collected at the end.
 	providers   system.ProviderRecords
@@ -56,6 +61,9 @@ type report struct {
 	// Computed by check.
 	checks    []check
 	latencies []time.Duration
+	// silences are the burst's stretches without any delivery while a
+	// notification waited, longest first.
+	silences []system.Silence
 	// paths says how each order's notification went, by order id.
 	paths map[string]*path
 
@@ -239,6 +247,14 @@ func (r *report) printChecks(w io.Writer) {
 			system.Percentile(r.latencies, 50), system.Percentile(r.latencies, 99), system.Percentile(r.latencies, 100), len(r.latencies))
 		fmt.Fprintln(w, "                (a chat gets at most 1 message a second and a group 20 a minute: a customer's")
 		fmt.Fprintln(w, "                burst of orders waits its turn, and so does the whole burst at 30 a second)")
+	}
+	if len(r.silences) > 0 {
+		l := r.silences[0]
+		fmt.Fprintf(w, "silence         longest %v without any delivery while orders waited during the burst (%.1fs–%.1fs into it, %d waiting)\n",
+			l.Duration().Round(time.Millisecond), l.From.Sub(r.burstStart).Seconds(), l.To.Sub(r.burstStart).Seconds(), l.Waiting)
+	}
+	if r.cluster != nil {
+		r.cluster.print(w)
 	}
 	if peak, mean, span := r.sendRate(); span > 0 {
 		fmt.Fprintf(w, "send rate       Telegram peak %.1f/s, mean %.1f/s over %v (Telegram's limit: %d/s per bot)\n", peak, mean, span.Round(100*time.Millisecond), telegramBotLimit)

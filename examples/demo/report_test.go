@@ -280,7 +280,7 @@ func TestPrepareDirRefusesForeignDirectories(t *testing.T) {
 func TestParseFlags(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	bin := t.TempDir()
-	for _, name := range append(binaries(false), "demo") {
+	for _, name := range append(binaries(false, false), "demo") {
 		if err := os.WriteFile(filepath.Join(bin, name), nil, 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
@@ -67,6 +71,11 @@ type stack struct {
 
 	natsURL     string
 	natsMonitor string
+	// cluster is the three-node NATS cluster of -cluster (nil on one
+	// server); declaration the JetStream declaration every daemon reads
+	// there (3 replicas).
+	cluster     *system.Cluster
+	declaration string
 	emulatorURL string // the Telegram emulator; empty with the real Telegram
 	maxURL      string
 	smsURL      string
@@ -79,8 +88,10 @@ type stack struct {
 	shopDB       string // the shop's database, with the outbox
 
 	// stopOrder is the order in which the processes are stopped: the
-	// application first, NATS last.
+	// application first, the providers, then NATS (whose processes are
+	// looked up at the stop: a cluster node may have been restarted).
 	stopOrder []*procs.Process
+	nats      *procs.Process
 }
 
 // destinations are where the providers record what they accepted.
@@ -112,19 +123,26 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 		return err
 	}
 
-	// NATS, from the committed configuration with demo addresses.
-	err = start(2, func(ports []int) (procs.Spec, string, error) {
-		conf := filepath.Join(d.cfg.dir, "nats-server.conf")
-		if err := system.WriteNATSConfig(d.cfg.natsConfig, conf, system.NATSConfig{ClientPort: ports[0], MonitorPort: ports[1], StoreDir: filepath.Join(dataDir, "nats")}); err != nil {
-			return procs.Spec{}, "", err
+	// NATS, from the committed configuration with demo addresses: one
+	// server, or the three nodes of -cluster.
+	if d.cfg.cluster {
+		if err := d.startCluster(ctx, s, dataDir, clean); err != nil {
+			return s, err
 		}
-		s.natsURL = "nats://" + procs.Addr(ports[0])
-		s.natsMonitor = "http://" + procs.Addr(ports[1])
-		return procs.Spec{Name: "nats-server", Path: d.binPath("nats-server"), Args: []string{"-c", conf}, Unset: clean},
-			s.natsMonitor + "/healthz?js-enabled-only=true", nil
-	})
-	if err != nil {
-		return s, err
+	} else {
+		s.nats, err = d.startProcess(ctx, 2, func(ports []int) (procs.Spec, string, error) {
+			conf := filepath.Join(d.cfg.dir, "nats-server.conf")
+			if err := system.WriteNATSConfig(d.cfg.natsConfig, conf, system.NATSConfig{ClientPort: ports[0], MonitorPort: ports[1], StoreDir: filepath.Join(dataDir, "nats")}); err != nil {
+				return procs.Spec{}, "", err
+			}
+			s.natsURL = "nats://" + procs.Addr(ports[0])
+			s.natsMonitor = "http://" + procs.Addr(ports[1])
+			return procs.Spec{Name: "nats-server", Path: d.binPath("nats-server"), Args: []string{"-c", conf}, Unset: clean},
+				s.natsMonitor + "/healthz?js-enabled-only=true", nil
+		})
+		if err != nil {
+			return s, err
+		}
 	}
 
 	// The providers: the Telegram emulator (unless the real one), the MAX
@@ -215,7 +233,7 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 		err = start(1, func(ports []int) (procs.Spec, string, error) {
 			url := "http://" + procs.Addr(ports[0])
 			s.workerURLs[w.channel] = url
-			args := append([]string{"-nats", s.natsURL, "-http", procs.Addr(ports[0]), "-stats-interval", "1s"}, w.args...)
+			args := append(append([]string{"-nats", s.natsURL, "-http", procs.Addr(ports[0]), "-stats-interval", "1s"}, s.declarationArgs()...), w.args...)
 			return procs.Spec{Name: name, Path: d.binPath(name), Args: args, Env: w.env, Unset: w.unset}, url + "/readyz", nil
 		})
 		if err != nil {
@@ -235,7 +253,7 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 	}
 	err = start(1, func(ports []int) (procs.Spec, string, error) {
 		s.publisherURL = "http://" + procs.Addr(ports[0])
-		args := []string{"-db", db, "-nats", s.natsURL, "-http", procs.Addr(ports[0])}
+		args := append([]string{"-db", db, "-nats", s.natsURL, "-http", procs.Addr(ports[0])}, s.declarationArgs()...)
 		return procs.Spec{Name: "publisher", Path: d.binPath("publisher"), Args: args, Unset: clean},
 			s.publisherURL + "/readyz", nil
 	})
@@ -269,10 +287,101 @@ func (d *demo) startProcess(ctx context.Context, nports int, build func(ports []
 	})
 }
 
+// declarationArgs are the flags that give a daemon the JetStream
+// declaration of the cluster (none on one server: the defaults).
+func (s *stack) declarationArgs() []string {
+	if s.declaration == "" {
+		return nil
+	}
+	return []string{"-jetstream-config", s.declaration}
+}
+
+// startCluster starts the three nodes of -cluster, waits for the cluster's
+// meta leader and provisions every stream, consumer and bucket with three
+// replicas, as docs/RUNBOOK.md tells an operator to: tgnotify provision
+// with a declaration of replicas: 3, which the daemons then read too.
+func (d *demo) startCluster(ctx context.Context, s *stack, dataDir string, clean []string) error {
+	c, err := system.StartCluster(ctx, system.ClusterOptions{
+		Sup: s.sup, Bin: d.cfg.bin, ConfigDir: d.cfg.clusterDir, Dir: filepath.Join(dataDir, "nats"),
+		Unset: clean, ReadyTimeout: d.cfg.readyWait, StopTimeout: d.cfg.stopWait,
+		Started: func(p *procs.Process) {
+			fmt.Fprintf(d.out, "started %-16s pid %-7d log %s\n", p.Name(), p.Pid(), d.rel(p.LogPath()))
+		},
+	})
+	if err != nil {
+		return err
+	}
+	s.cluster = c
+	s.natsURL = c.URLs()
+	s.declaration = filepath.Join(d.cfg.dir, "jetstream.yaml")
+	if err := os.WriteFile(s.declaration, []byte("# -cluster: every stream, consumer and bucket on all three nodes.\nreplicas: 3\n"), 0o644); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.cfg.readyWait)
+	defer cancel()
+	nc, err := nats.Connect(s.natsURL, nats.Name("demo-provision"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := system.WaitMetaLeader(wctx, nc); err != nil {
+		return err
+	}
+	var out []byte
+	for {
+		cmd := exec.CommandContext(wctx, d.binPath("tgnotify"), "provision", "-config", s.declaration, "-nats", s.natsURL, "-timeout", "10s")
+		cmd.Env = cleanEnviron(clean)
+		if out, err = cmd.CombinedOutput(); err == nil {
+			break
+		}
+		t := time.NewTimer(500 * time.Millisecond) // the cluster may still be placing its first assets
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return fmt.Errorf("tgnotify provision on the cluster: %v\n%s", err, out)
+		case <-t.C:
+		}
+	}
+	fmt.Fprintf(d.out, "provisioned NOTIFY, NOTIFY_DEAD, the consumers and the buckets with 3 replicas: bin/tgnotify provision -config %s -nats %s\n",
+		d.rel(s.declaration), s.natsURL)
+	return nil
+}
+
+// cleanEnviron is this process's environment without the names in unset.
+func cleanEnviron(unset []string) []string {
+	drop := map[string]bool{}
+	for _, n := range unset {
+		drop[n] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !drop[name] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// natsProcesses are the running NATS processes: the server, or the
+// cluster's nodes.
+func (s *stack) natsProcesses() []*procs.Process {
+	if s.cluster != nil {
+		return s.cluster.Processes()
+	}
+	if s.nats != nil {
+		return []*procs.Process{s.nats}
+	}
+	return nil
+}
+
 // stop stops the processes in order and returns one line per process.
 func (s *stack) stop() (lines []string, failed bool) {
 	if s == nil {
 		return nil, false
+	}
+	if s.cluster != nil {
+		defer s.cluster.Close()
 	}
 	stopped := map[*procs.Process]bool{}
 	order := s.stopOrder
@@ -281,6 +390,8 @@ func (s *stack) stop() (lines []string, failed bool) {
 		for i := len(all) - 1; i >= 0; i-- {
 			order = append(order, all[i])
 		}
+	} else {
+		order = append(order, s.natsProcesses()...)
 	}
 	lines, failed = procs.StopInOrder(order)
 	for _, p := range order {

@@ -7,9 +7,10 @@
 //
 // notify.events.delivered, .fallback and .dead carry a delivery.Event: the
 // notification's key, the channel, and the provider's message id or why the
-// channel gave up. notify.events.recipient_dead and .recipient_redirected
-// carry a delivery.RecipientEvent: a recipient that cannot be reached on a
-// channel any more (stop offering it) or that moved. Every event has the
+// channel gave up. notify.events.recipient_dead, .recipient_revived and
+// .recipient_redirected carry a delivery.RecipientEvent: a recipient that
+// cannot be reached on a channel any more (stop offering it), that can
+// again (offer it again), or that moved. Every event has the
 // key in its Notify-Key header too. The durable consumer remembers what was
 // acknowledged, so a restart goes on where it stopped; an application acks
 // an event once it has recorded it. docs/INTEGRATING.md explains the events.
@@ -97,10 +98,13 @@ func describe(subject string, data []byte) string {
 			return fmt.Sprintf("%s moved from %s to %s: %s", ev.Key, ev.Channel, ev.Next, ev.Reason)
 		}
 		return fmt.Sprintf("%s dead: %s gave up (%s %d %s)", ev.Key, ev.Channel, ev.Reason, ev.Code, ev.Description)
-	case "notify.events.recipient_dead", "notify.events.recipient_redirected":
+	case "notify.events.recipient_dead", "notify.events.recipient_redirected", "notify.events.recipient_revived":
 		var ev delivery.RecipientEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return fmt.Sprintf("%s: not JSON: %v", subject, err)
+		}
+		if subject == "notify.events.recipient_revived" {
+			return fmt.Sprintf("%s recipient %s reachable again: %s", ev.Channel, ev.Recipient, ev.Reason)
 		}
 		if ev.RedirectTo != "" {
 			return fmt.Sprintf("%s recipient %s moved to %s", ev.Channel, ev.Recipient, ev.RedirectTo)

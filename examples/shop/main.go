@@ -44,6 +44,7 @@ const (
 	defaultHTTP         = "127.0.0.1:8080"
 	defaultReadTimeout  = 10 * time.Second
 	defaultWriteTimeout = 10 * time.Second
+	defaultOrderURL     = ""
 )
 
 const usage = `Usage: shop [flags]
@@ -60,15 +61,18 @@ the environment, which wins over the file.
 
 func runMain(args []string) error {
 	var (
-		dbPath, httpAddr          string
-		readTimeout, writeTimeout time.Duration
-		logFlags                  daemon.LogFlags
-		showVersion               bool
-		natsOpts                  jetstream.Options
+		dbPath, httpAddr, orderURL string
+		readTimeout, writeTimeout  time.Duration
+		logFlags                   daemon.LogFlags
+		showVersion                bool
+		natsOpts                   jetstream.Options
 	)
 	cs := config.New("shop", config.Options{EnvPrefix: "SHOP", ConfigFlag: "config", Usage: usage})
 	config.String(cs, &dbPath, "db", defaultDB, "`path` of the SQLite database holding orders and the outbox")
 	config.String(cs, &httpAddr, "http", defaultHTTP, "`address` of the order API")
+	config.String(cs, &orderURL, "order-url", defaultOrderURL,
+		"base `URL` of the shop's order pages (https://shop.example/orders): notifications then carry a button to <URL>/<order id>").
+		Check(shop.CheckOrderURL)
 	daemon.NATSFlags(cs, &natsOpts)
 	logFlags.Register(cs)
 	config.Bool(cs, &showVersion, "version", false, "print the version and exit")
@@ -94,7 +98,11 @@ func runMain(args []string) error {
 		return err
 	}
 	defer db.Close()
-	svc, err := shop.NewService(ctx, db)
+	var opts []shop.Option
+	if orderURL != "" {
+		opts = append(opts, shop.WithOrderURL(orderURL))
+	}
+	svc, err := shop.NewService(ctx, db, opts...)
 	if err != nil {
 		return err
 	}

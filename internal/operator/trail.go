@@ -168,7 +168,7 @@ func lookupOutbox(ctx context.Context, db *sql.DB, key string) (*OutboxRow, erro
 		published sql.NullInt64
 	)
 	err := db.QueryRowContext(ctx, `SELECT id, channel, recipient, recipient_token, payload, created_at, published_at
-		FROM outbox WHERE key = ?`, key).Scan(&r.ID, &r.Channel, &chat, &token, &r.Payload, &created, &published)
+		FROM outbox_status WHERE key = ?`, key).Scan(&r.ID, &r.Channel, &chat, &token, &r.Payload, &created, &published)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -1,6 +1,9 @@
 // Package shop is the example application: a small order service that writes
-// each order and its "order accepted" Telegram notification in one SQLite
-// transaction through the outbox, and an HTTP API over it.
+// each order and its "order accepted" notification in one SQLite
+// transaction through the outbox, then "shipped" and "delivered" as the
+// order moves on, and an HTTP API over it. The notifications are rendered
+// from templates (pkg/template) in the customer's language, English or
+// Russian, for every channel of their route ([Templates]).
 //
 // examples/shop is the binary (bin/shop) that wires it: flags, the SQLite
 // database, the HTTP server. The package lives under internal/ rather than

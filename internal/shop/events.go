@@ -40,7 +40,8 @@ type Event struct {
 }
 
 // RecipientEvent is published on notify.events.recipient_dead when a
-// recipient can no longer be reached on a channel.
+// recipient can no longer be reached on a channel, and on
+// notify.events.recipient_revived when it can again.
 type RecipientEvent struct {
 	Channel   string    `json:"channel"`
 	Recipient string    `json:"recipient"`
@@ -87,6 +88,17 @@ func (s *Service) MarkTelegramUnavailable(ctx context.Context, chatID int64, rea
 		ON CONFLICT (chat_id) DO UPDATE SET reason = excluded.reason, at = excluded.at`, chatID, reason, at.UnixNano())
 	if err != nil {
 		return fmt.Errorf("marking chat %d unavailable: %w", chatID, err)
+	}
+	return nil
+}
+
+// MarkTelegramAvailable forgets that the customer's Telegram chat was
+// found dead: the pipeline revived it (the customer unblocked the bot or
+// sent /start, or a retry was delivered), so the customer's next
+// notifications go to Telegram first again.
+func (s *Service) MarkTelegramAvailable(ctx context.Context, chatID int64) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM telegram_unavailable WHERE chat_id = ?`, chatID); err != nil {
+		return fmt.Errorf("marking chat %d available: %w", chatID, err)
 	}
 	return nil
 }
@@ -183,6 +195,17 @@ func (e *Events) handle(ctx context.Context, m natsjs.Msg) {
 		if ev.Channel == "telegram" {
 			if chat, perr := strconv.ParseInt(ev.Recipient, 10, 64); perr == nil {
 				err = e.svc.MarkTelegramUnavailable(ctx, chat, ev.Reason, ev.At)
+			}
+		}
+	case "notify.events.recipient_revived":
+		var ev RecipientEvent
+		if jerr := json.Unmarshal(m.Data(), &ev); jerr != nil {
+			_ = m.Term()
+			return
+		}
+		if ev.Channel == "telegram" {
+			if chat, perr := strconv.ParseInt(ev.Recipient, 10, 64); perr == nil {
+				err = e.svc.MarkTelegramAvailable(ctx, chat)
 			}
 		}
 	}

@@ -104,3 +104,42 @@ func TestShopFollowsTheEvents(t *testing.T) {
 		t.Fatalf("dead: %+v", st)
 	}
 }
+
+// A chat the pipeline revived (the customer unblocked the bot) is offered
+// again: the customer's next notification goes to Telegram first.
+func TestShopOffersARevivedChatAgain(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	b := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- shop.NewEvents(b.svc, env.JS, env.Log).Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	at := time.Now().UTC()
+	publishEvent(t, env, "notify.events.recipient_dead", "rd:100", shop.RecipientEvent{Channel: "telegram", Recipient: "100", Reason: "blocked", At: at})
+	publishEvent(t, env, "notify.events.recipient_revived", "rr:100", shop.RecipientEvent{Channel: "telegram", Recipient: "100", Reason: "unblocked", At: at})
+	publishEvent(t, env, "notify.events.recipient_dead", "rd:101", shop.RecipientEvent{Channel: "telegram", Recipient: "101", Reason: "blocked", At: at})
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		dead, err := b.svc.TelegramUnavailable(context.Background(), 101)
+		return err == nil && dead
+	}, "chat 101 marked unavailable, after the events of chat 100")
+	if dead, err := b.svc.TelegramUnavailable(context.Background(), 100); err != nil || dead {
+		t.Fatalf("chat 100 after it was revived: unavailable %v, %v", dead, err)
+	}
+	o := order("R1")
+	o.Email = "ann@example.com"
+	if _, _, err := b.svc.PlaceOrder(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := outbox.NewReader(b.db).Pending(context.Background(), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rows[len(rows)-1]; last.Channel != notify.ChannelTelegram {
+		t.Fatalf("the order after the chat was revived goes to %s first, want telegram", last.Channel)
+	}
+}

@@ -1,6 +1,7 @@
 package shop
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +15,11 @@ const MaxBodyBytes = 1 << 20
 
 // Handler is the shop's HTTP API:
 //
-//	POST /orders       place an order: 201 created, 200 repeated, 409 conflict, 400 invalid, 413 too large
-//	GET  /orders/{id}  read an order: 200 or 404
-//	GET  /healthz      liveness
+//	POST /orders               place an order: 201 created, 200 repeated, 409 conflict, 400 invalid, 413 too large
+//	GET  /orders/{id}          read an order: 200 or 404
+//	POST /orders/{id}/ship     mark it shipped, telling the customer: 200 (a repeat too), 404, 409 if delivered
+//	POST /orders/{id}/deliver  mark it delivered, telling the customer: 200 (a repeat too), 404, 409 if not shipped
+//	GET  /healthz              liveness
 type Handler struct {
 	svc *Service
 	log *slog.Logger
@@ -28,6 +31,8 @@ func NewHandler(svc *Service, log *slog.Logger) *Handler {
 	h := &Handler{svc: svc, log: log, mux: http.NewServeMux()}
 	h.mux.HandleFunc("POST /orders", h.placeOrder)
 	h.mux.HandleFunc("GET /orders/{id}", h.getOrder)
+	h.mux.HandleFunc("POST /orders/{id}/ship", h.advance(svc.Ship))
+	h.mux.HandleFunc("POST /orders/{id}/deliver", h.advance(svc.Deliver))
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -86,6 +91,28 @@ func (h *Handler) getOrder(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error"})
 	default:
 		writeJSON(w, http.StatusOK, p)
+	}
+}
+
+// advance serves a status change (Ship, Deliver).
+func (h *Handler) advance(change func(ctx context.Context, id string) (PlacedOrder, bool, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		p, _, err := change(r.Context(), id)
+		var inv *InvalidOrderError
+		switch {
+		case errors.Is(err, ErrNotFound):
+			writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
+		case errors.Is(err, ErrTransition):
+			writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Field: "status"})
+		case errors.As(err, &inv):
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: inv.Error(), Field: inv.Field})
+		case err != nil:
+			h.log.ErrorContext(r.Context(), "changing an order's status failed", "order_id", id, "path", r.URL.Path, "err", err)
+			writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error"})
+		default:
+			writeJSON(w, http.StatusOK, p)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tgnotify/tgnotify/pkg/notify"
+	"github.com/tgnotify/tgnotify/pkg/template"
 )
 
 // Limits on an order, so that every accepted order fits in one Telegram
@@ -31,6 +32,36 @@ var ErrConflict = errors.New("order id already used for a different order")
 
 // ErrNotFound is returned for an unknown order id.
 var ErrNotFound = errors.New("order not found")
+
+// ErrTransition is matched by the error of a status change the order's
+// status does not allow (delivering an order not shipped yet); the concrete
+// error is a [*TransitionError].
+var ErrTransition = errors.New("order status does not allow this")
+
+// TransitionError says which change an order's status does not allow.
+type TransitionError struct {
+	ID, From, To string
+}
+
+// Error names the order and both statuses.
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("order %s is %s: it cannot become %s", e.ID, e.From, e.To)
+}
+
+// Is reports whether target is [ErrTransition].
+func (e *TransitionError) Is(target error) bool { return target == ErrTransition }
+
+// statusRank orders an order's statuses, which are the events it went
+// through: accepted, shipped, delivered.
+func statusRank(s string) int {
+	switch s {
+	case EventShipped:
+		return 1
+	case EventDelivered:
+		return 2
+	}
+	return 0
+}
 
 // InvalidOrderError names the invalid field of an order and the reason.
 type InvalidOrderError struct {
@@ -60,13 +91,16 @@ type Item struct {
 // repeated POST /orders recognisable. The customer gives at least one
 // address to be told the order was accepted: a Telegram chat, a MAX user,
 // an email address or a phone number; the notification tries them in the
-// order telegram, max, email, sms.
+// order telegram, max, email, sms. Locale is the customer's language (en,
+// ru, ru-RU); the shop writes in English when it names none or one it does
+// not have.
 type Order struct {
 	ID        string `json:"id"`
 	ChatID    int64  `json:"chat_id,omitempty"`
 	MaxUserID int64  `json:"max_user_id,omitempty"`
 	Email     string `json:"email,omitempty"`
 	Phone     string `json:"phone,omitempty"`
+	Locale    string `json:"locale,omitempty"`
 	Customer  string `json:"customer"`
 	Items     []Item `json:"items"`
 }
@@ -74,9 +108,16 @@ type Order struct {
 // PlacedOrder is an order as stored, with what the shop derived from it.
 type PlacedOrder struct {
 	Order
-	TotalCents      int64     `json:"total_cents"`
-	CreatedAt       time.Time `json:"created_at"`
-	NotificationKey string    `json:"notification_key"`
+	TotalCents int64     `json:"total_cents"`
+	CreatedAt  time.Time `json:"created_at"`
+	// Status is accepted, shipped or delivered; ShippedAt and DeliveredAt
+	// say when it became so.
+	Status      string     `json:"status"`
+	ShippedAt   *time.Time `json:"shipped_at,omitempty"`
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+	// NotificationKey is the key of the "order accepted" notification;
+	// the others are NotificationKeyFor(id, "shipped") and "delivered".
+	NotificationKey string `json:"notification_key"`
 	// Notification is what became of the "order accepted" notification,
 	// as the delivery pipeline's events told the shop.
 	Notification NotificationStatus `json:"notification"`
@@ -126,6 +167,9 @@ func (o *Order) Validate() error {
 			return invalidOrder("phone", "%q is not an E.164 phone number such as +79991234567", o.Phone)
 		}
 	}
+	if _, ok := template.NormalizeLocale(o.Locale); o.Locale != "" && !ok {
+		return invalidOrder("locale", "%q is not a language tag such as en, ru or ru-RU", o.Locale)
+	}
 	if !utf8.ValidString(o.Customer) {
 		return invalidOrder("customer", "is not valid UTF-8")
 	}
@@ -173,9 +217,13 @@ func (o *Order) Total() int64 {
 // Equal reports whether two orders have the same content.
 func (o *Order) Equal(other Order) bool {
 	return o.ID == other.ID && o.ChatID == other.ChatID && o.MaxUserID == other.MaxUserID && o.Email == other.Email &&
-		o.Phone == other.Phone && o.Customer == other.Customer && slices.Equal(o.Items, other.Items)
+		o.Phone == other.Phone && o.Locale == other.Locale && o.Customer == other.Customer && slices.Equal(o.Items, other.Items)
 }
 
 // NotificationKey names the "order accepted" event of an order; it is the
 // idempotency key of its notification.
-func NotificationKey(orderID string) string { return "order:" + orderID + ":accepted" }
+func NotificationKey(orderID string) string { return NotificationKeyFor(orderID, EventAccepted) }
+
+// NotificationKeyFor names an event of an order (accepted, shipped,
+// delivered): order:<id>:<event>, the idempotency key of its notification.
+func NotificationKeyFor(orderID, event string) string { return "order:" + orderID + ":" + event }

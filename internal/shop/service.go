@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
+	"github.com/tgnotify/tgnotify/pkg/template"
 )
 
 // schema is the shop's own tables, created next to the outbox in the same
@@ -41,15 +44,23 @@ CREATE TABLE IF NOT EXISTS order_items (
 	PRIMARY KEY (order_id, line)
 ) WITHOUT ROWID`
 
-// addressColumns are the customer's addresses besides the Telegram chat,
-// added to orders of an older database.
-var addressColumns = [...]string{
-	`ALTER TABLE orders ADD COLUMN max_user_id INTEGER NOT NULL DEFAULT 0`,
-	`ALTER TABLE orders ADD COLUMN email TEXT NOT NULL DEFAULT ''`,
-	`ALTER TABLE orders ADD COLUMN phone TEXT NOT NULL DEFAULT ''`,
+// addedColumns are the columns of orders that a database made by an older
+// shop lacks: the customer's addresses besides the Telegram chat, the
+// customer's locale, and the order's status with the times it changed.
+func addedColumns() []struct{ name, ddl string } {
+	return []struct{ name, ddl string }{
+		{"max_user_id", `ALTER TABLE orders ADD COLUMN max_user_id INTEGER NOT NULL DEFAULT 0`},
+		{"email", `ALTER TABLE orders ADD COLUMN email TEXT NOT NULL DEFAULT ''`},
+		{"phone", `ALTER TABLE orders ADD COLUMN phone TEXT NOT NULL DEFAULT ''`},
+		{"locale", `ALTER TABLE orders ADD COLUMN locale TEXT NOT NULL DEFAULT ''`},
+		{"status", `ALTER TABLE orders ADD COLUMN status TEXT NOT NULL DEFAULT 'accepted'`},
+		{"shipped_at", `ALTER TABLE orders ADD COLUMN shipped_at INTEGER NOT NULL DEFAULT 0`},
+		{"delivered_at", `ALTER TABLE orders ADD COLUMN delivered_at INTEGER NOT NULL DEFAULT 0`},
+	}
 }
 
-// Service places and reads orders.
+// Service places orders, moves them through shipped and delivered, and
+// reads them.
 type Service struct {
 	db          *sql.DB
 	outbox      *outbox.Writer
@@ -59,8 +70,11 @@ type Service struct {
 	insert      *sql.Stmt
 	insertItem  *sql.Stmt
 	unavailable *sql.Stmt
+	setStatus   *sql.Stmt
 	now         func() time.Time
 	notify      bool
+	templates   *template.Registry
+	orderURL    string
 }
 
 // Option configures a [Service].
@@ -72,6 +86,32 @@ func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = 
 // WithoutNotifications makes PlaceOrder save orders without enqueueing their
 // notification. It exists to measure what the outbox write costs.
 func WithoutNotifications() Option { return func(s *Service) { s.notify = false } }
+
+// WithTemplates replaces the shop's messages ([Templates]) with r, which
+// must have the events "accepted", "shipped" and "delivered" in its
+// fallback locale.
+func WithTemplates(r *template.Registry) Option { return func(s *Service) { s.templates = r } }
+
+// CheckOrderURL checks the base URL of WithOrderURL: empty, or an absolute
+// http or https URL without a query or fragment.
+func CheckOrderURL(base string) error {
+	if base == "" {
+		return nil
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("order URL %q is not an http or https URL without a query, such as https://shop.example/orders", base)
+	}
+	return nil
+}
+
+// WithOrderURL gives the shop's order pages: base followed by "/" and the
+// order id (https://shop.example/orders/A1). The notifications then carry a
+// button to the order (accepted), its tracking (shipped) or its review
+// (delivered).
+func WithOrderURL(base string) Option {
+	return func(s *Service) { s.orderURL = strings.TrimSuffix(base, "/") }
+}
 
 // NewService creates the orders table if needed and returns a Service over a
 // database opened with outbox.Open. Close it before closing the database.
@@ -87,6 +127,14 @@ func NewService(ctx context.Context, db *sql.DB, opts ...Option) (*Service, erro
 		o(s)
 	}
 	var err error
+	if s.templates == nil {
+		if s.templates, err = Templates(); err != nil {
+			return nil, fmt.Errorf("parsing the shop's templates: %w", err)
+		}
+	}
+	if err := CheckOrderURL(s.orderURL); err != nil {
+		return nil, err
+	}
 	if s.outbox, err = outbox.NewWriter(ctx, db); err != nil {
 		return nil, err
 	}
@@ -94,12 +142,14 @@ func NewService(ctx context.Context, db *sql.DB, opts ...Option) (*Service, erro
 		st    **sql.Stmt
 		query string
 	}{
-		{&s.get, `SELECT chat_id, max_user_id, email, phone, customer, total_cents, created_at FROM orders WHERE id = ?`},
+		{&s.get, `SELECT chat_id, max_user_id, email, phone, locale, customer, total_cents, created_at, status, shipped_at, delivered_at FROM orders WHERE id = ?`},
 		{&s.getItems, `SELECT name, qty, price_cents FROM order_items WHERE order_id = ? ORDER BY line`},
 		{&s.getStatus, `SELECT status, channel, reason, at FROM notification_status WHERE key = ?`},
-		{&s.insert, `INSERT INTO orders (id, chat_id, max_user_id, email, phone, customer, total_cents, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.insert, `INSERT INTO orders (id, chat_id, max_user_id, email, phone, locale, customer, total_cents, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.insertItem, `INSERT INTO order_items (order_id, line, name, qty, price_cents) VALUES (?, ?, ?, ?, ?)`},
 		{&s.unavailable, `SELECT 1 FROM telegram_unavailable WHERE chat_id = ?`},
+		{&s.setStatus, `UPDATE orders SET status = ?, shipped_at = CASE WHEN ? = 'shipped' THEN ? ELSE shipped_at END,
+			delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END WHERE id = ?`},
 	} {
 		if *p.st, err = db.PrepareContext(ctx, p.query); err != nil {
 			s.Close()
@@ -115,7 +165,7 @@ func (s *Service) Close() error {
 	if s.outbox != nil {
 		errs = append(errs, s.outbox.Close())
 	}
-	for _, st := range []*sql.Stmt{s.get, s.getItems, s.getStatus, s.insert, s.insertItem, s.unavailable} {
+	for _, st := range []*sql.Stmt{s.get, s.getItems, s.getStatus, s.insert, s.insertItem, s.unavailable, s.setStatus} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -123,24 +173,23 @@ func (s *Service) Close() error {
 	return errors.Join(errs...)
 }
 
-// addColumns adds the address columns a database made by an older shop
-// lacks.
+// addColumns adds the columns a database made by an older shop lacks.
 func addColumns(ctx context.Context, db *sql.DB) error {
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('orders') WHERE name = 'email'`).Scan(&n); err != nil {
-		return fmt.Errorf("reading the orders table: %w", err)
-	}
-	if n > 0 {
-		return nil
-	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	for _, q := range addressColumns {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("adding address columns to orders: %w", err)
+	for _, c := range addedColumns() {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('orders') WHERE name = ?`, c.name).Scan(&n); err != nil {
+			return fmt.Errorf("reading the orders table: %w", err)
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, c.ddl); err != nil {
+			return fmt.Errorf("adding column %s to orders: %w", c.name, err)
 		}
 	}
 	return tx.Commit()
@@ -150,10 +199,14 @@ func addColumns(ctx context.Context, db *sql.DB) error {
 // (key order:<id>:accepted) in one transaction. Nothing else happens here: no
 // call to Telegram, so a slow or failing API cannot slow or fail checkout.
 //
-// The notification's route follows the addresses given, in the order
-// telegram, max, email, sms; Telegram is left out when the customer's chat
-// is known to be unavailable (the pipeline told the shop it was found dead),
-// unless it is the only address.
+// The notification is rendered from the shop's templates in the order's
+// locale (English when it names none or one the shop does not have), for
+// every channel of its route; a template that does not render fails the
+// order here, before anything is written, not at send time. Its route
+// follows the addresses given, in the order telegram, max, email, sms;
+// Telegram is left out when the customer's chat is known to be unavailable
+// (the pipeline told the shop it was found dead), unless it is the only
+// address.
 //
 // It is idempotent on the order id: placing the same order again returns the
 // stored order with created=false and writes nothing; placing a different
@@ -163,11 +216,6 @@ func (s *Service) PlaceOrder(ctx context.Context, o Order) (placed PlacedOrder, 
 	if err := o.Validate(); err != nil {
 		return PlacedOrder{}, false, err
 	}
-	var text string
-	if s.notify {
-		text = AcceptedMessage(o)
-	}
-
 	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: see outbox.Open
 	if err != nil {
 		return PlacedOrder{}, false, fmt.Errorf("placing order %s: %w", o.ID, err)
@@ -185,10 +233,10 @@ func (s *Service) PlaceOrder(ctx context.Context, o Order) (placed PlacedOrder, 
 		return PlacedOrder{}, false, err
 	}
 
-	placed = PlacedOrder{Order: o, TotalCents: o.Total(), CreatedAt: s.now().UTC(), NotificationKey: NotificationKey(o.ID),
+	placed = PlacedOrder{Order: o, TotalCents: o.Total(), CreatedAt: s.now().UTC(), Status: EventAccepted, NotificationKey: NotificationKey(o.ID),
 		Notification: NotificationStatus{Status: StatusPending}}
 	if _, err := tx.StmtContext(ctx, s.insert).ExecContext(ctx,
-		o.ID, o.ChatID, o.MaxUserID, o.Email, o.Phone, o.Customer, placed.TotalCents, placed.CreatedAt.UnixNano()); err != nil {
+		o.ID, o.ChatID, o.MaxUserID, o.Email, o.Phone, o.Locale, o.Customer, placed.TotalCents, placed.CreatedAt.UnixNano()); err != nil {
 		return PlacedOrder{}, false, fmt.Errorf("saving order %s: %w", o.ID, err)
 	}
 	insertItem := tx.StmtContext(ctx, s.insertItem)
@@ -197,47 +245,119 @@ func (s *Service) PlaceOrder(ctx context.Context, o Order) (placed PlacedOrder, 
 			return PlacedOrder{}, false, fmt.Errorf("saving order %s item %d: %w", o.ID, i, err)
 		}
 	}
-	if s.notify {
-		n := notify.Notification{
-			Key:       placed.NotificationKey,
-			ChatID:    o.ChatID,
-			MaxUserID: o.MaxUserID,
-			Email:     o.Email,
-			Phone:     o.Phone,
-			Subject:   "Order " + o.ID + " accepted",
-			Text:      text,
-			ParseMode: notify.ParseModeHTML,
-			Priority:  notify.PriorityTransactional,
-			CreatedAt: placed.CreatedAt,
-		}
-		n.Route = n.DefaultRoute()
-		if o.ChatID != 0 && len(n.Route) > 1 {
-			var one int
-			err := tx.StmtContext(ctx, s.unavailable).QueryRowContext(ctx, o.ChatID).Scan(&one)
-			switch {
-			case err == nil:
-				n.Route = n.Route[1:] // Telegram is first when there is a chat
-			case !errors.Is(err, sql.ErrNoRows):
-				return PlacedOrder{}, false, fmt.Errorf("placing order %s: %w", o.ID, err)
-			}
-		}
-		if len(n.Route) == 1 && n.Route[0] == notify.ChannelTelegram {
-			n.Route = nil // written as payload version 1, which every worker reads
-		}
-		_, err := s.outbox.Enqueue(ctx, tx, n)
-		if err != nil {
-			if errors.Is(err, notify.ErrInvalid) {
-				// The order passed validation but its message does not fit
-				// Telegram (too long with many long item names).
-				return PlacedOrder{}, false, invalidOrder("items", "the order message would be invalid: %v", err)
-			}
-			return PlacedOrder{}, false, fmt.Errorf("placing order %s: %w", o.ID, err)
-		}
+	if err := s.enqueue(ctx, tx, o, EventAccepted, placed.CreatedAt); err != nil {
+		return PlacedOrder{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
 		return PlacedOrder{}, false, fmt.Errorf("committing order %s: %w", o.ID, err)
 	}
 	return placed, true, nil
+}
+
+// Ship marks the order shipped and enqueues its "order shipped"
+// notification (key order:<id>:shipped) in one transaction. Shipping an
+// order again returns it with changed=false and writes nothing; an unknown
+// order is [ErrNotFound], a delivered one [ErrTransition].
+func (s *Service) Ship(ctx context.Context, id string) (PlacedOrder, bool, error) {
+	return s.advance(ctx, id, EventShipped)
+}
+
+// Deliver marks a shipped order delivered and enqueues its "order
+// delivered" notification (key order:<id>:delivered) in one transaction.
+// Delivering it again returns it with changed=false and writes nothing; an
+// order not shipped yet is [ErrTransition].
+func (s *Service) Deliver(ctx context.Context, id string) (PlacedOrder, bool, error) {
+	return s.advance(ctx, id, EventDelivered)
+}
+
+// advance moves an order to status (shipped or delivered) from the status
+// before it, enqueueing the notification of that event.
+func (s *Service) advance(ctx context.Context, id, status string) (PlacedOrder, bool, error) {
+	from := EventAccepted
+	if status == EventDelivered {
+		from = EventShipped
+	}
+	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: a concurrent call waits, then sees the new status
+	if err != nil {
+		return PlacedOrder{}, false, fmt.Errorf("marking order %s %s: %w", id, status, err)
+	}
+	defer tx.Rollback()
+	p, err := s.getOrder(ctx, tx.StmtContext(ctx, s.get), tx.StmtContext(ctx, s.getItems), id)
+	if err != nil {
+		return PlacedOrder{}, false, err
+	}
+	switch {
+	case statusRank(p.Status) >= statusRank(status):
+		return p, false, nil // already there (or past it): a repeat
+	case p.Status != from:
+		return PlacedOrder{}, false, &TransitionError{ID: id, From: p.Status, To: status}
+	}
+	now := s.now().UTC()
+	if _, err := tx.StmtContext(ctx, s.setStatus).ExecContext(ctx, status, status, now.UnixNano(), status, now.UnixNano(), id); err != nil {
+		return PlacedOrder{}, false, fmt.Errorf("marking order %s %s: %w", id, status, err)
+	}
+	if err := s.enqueue(ctx, tx, p.Order, status, now); err != nil {
+		return PlacedOrder{}, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return PlacedOrder{}, false, fmt.Errorf("committing order %s %s: %w", id, status, err)
+	}
+	p.Status = status
+	if status == EventShipped {
+		p.ShippedAt = &now
+	} else {
+		p.DeliveredAt = &now
+	}
+	return p, true, nil
+}
+
+// enqueue renders the notification of an order's event and writes it to
+// the outbox in tx, unless the service sends none.
+func (s *Service) enqueue(ctx context.Context, tx *sql.Tx, o Order, event string, at time.Time) error {
+	if !s.notify {
+		return nil
+	}
+	n := notify.Notification{
+		Key:       NotificationKeyFor(o.ID, event),
+		ChatID:    o.ChatID,
+		MaxUserID: o.MaxUserID,
+		Email:     o.Email,
+		Phone:     o.Phone,
+		Priority:  notify.PriorityTransactional,
+		CreatedAt: at,
+	}
+	n.Route = n.DefaultRoute()
+	if o.ChatID != 0 && len(n.Route) > 1 {
+		var one int
+		err := tx.StmtContext(ctx, s.unavailable).QueryRowContext(ctx, o.ChatID).Scan(&one)
+		switch {
+		case err == nil:
+			n.Route = n.Route[1:] // Telegram is first when there is a chat
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("placing order %s: %w", o.ID, err)
+		}
+	}
+	if len(n.Route) == 1 && n.Route[0] == notify.ChannelTelegram {
+		n.Route = nil // written as payload version 1, which every worker reads
+	}
+	var page string
+	if s.orderURL != "" {
+		page = s.orderURL + "/" + url.PathEscape(o.ID)
+	}
+	m, err := s.templates.Render(event, o.Locale, newMessageData(o, page))
+	if err != nil {
+		return fmt.Errorf("rendering the %s notification of order %s: %w", event, o.ID, err)
+	}
+	m.Apply(&n)
+	if _, err := s.outbox.Enqueue(ctx, tx, n); err != nil {
+		if errors.Is(err, notify.ErrInvalid) {
+			// The order passed validation but its message does not fit a
+			// channel (too long with many long item names).
+			return invalidOrder("items", "the order's %s message would be invalid: %v", event, err)
+		}
+		return fmt.Errorf("enqueueing the %s notification of order %s: %w", event, o.ID, err)
+	}
+	return nil
 }
 
 // Order returns a stored order with what the shop knows of its
@@ -263,8 +383,9 @@ func (s *Service) Order(ctx context.Context, id string) (PlacedOrder, error) {
 
 func (s *Service) getOrder(ctx context.Context, get, getItems *sql.Stmt, id string) (PlacedOrder, error) {
 	p := PlacedOrder{Order: Order{ID: id}, NotificationKey: NotificationKey(id)}
-	var created int64
-	err := get.QueryRowContext(ctx, id).Scan(&p.ChatID, &p.MaxUserID, &p.Email, &p.Phone, &p.Customer, &p.TotalCents, &created)
+	var created, shipped, delivered int64
+	err := get.QueryRowContext(ctx, id).Scan(&p.ChatID, &p.MaxUserID, &p.Email, &p.Phone, &p.Locale, &p.Customer, &p.TotalCents, &created,
+		&p.Status, &shipped, &delivered)
 	if errors.Is(err, sql.ErrNoRows) {
 		return PlacedOrder{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -272,6 +393,14 @@ func (s *Service) getOrder(ctx context.Context, get, getItems *sql.Stmt, id stri
 		return PlacedOrder{}, fmt.Errorf("reading order %s: %w", id, err)
 	}
 	p.CreatedAt = time.Unix(0, created).UTC()
+	if shipped != 0 {
+		t := time.Unix(0, shipped).UTC()
+		p.ShippedAt = &t
+	}
+	if delivered != 0 {
+		t := time.Unix(0, delivered).UTC()
+		p.DeliveredAt = &t
+	}
 	rows, err := getItems.QueryContext(ctx, id)
 	if err != nil {
 		return PlacedOrder{}, fmt.Errorf("reading order %s items: %w", id, err)

@@ -67,7 +67,7 @@ func TestPlaceOrderThreeTimes(t *testing.T) {
 	if !second.CreatedAt.Equal(first.CreatedAt) || second.TotalCents != first.TotalCents {
 		t.Fatalf("repeated order = %+v, want the stored %+v", second, first)
 	}
-	if _, err := outbox.NewReader(b.db).MarkPublished(ctx, time.Now(), outbox.IDRange{From: 1, To: 1}); err != nil {
+	if err := outbox.NewReader(b.db).MarkPublished(ctx, time.Now(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, created, err := b.svc.PlaceOrder(ctx, order("A1")); err != nil || created {
@@ -105,7 +105,7 @@ func TestPlaceOrderNotification(t *testing.T) {
 	}
 	for _, want := range []string{
 		"<b>Order B&lt;7&gt; accepted</b>",
-		"Ann &amp; &quot;Bob&quot; &lt;script&gt;",
+		"Ann &amp; &#34;Bob&#34; &lt;script&gt;",
 		"• Tea &lt;green&gt; × 2 — 7.00",
 		"• Cake × 1 — 12.99",
 		"<b>Total: 19.99</b>",

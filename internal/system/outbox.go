@@ -40,7 +40,7 @@ func ReadOutbox(ctx context.Context, path string) ([]OutboxRow, error) {
 	}
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `SELECT id, key, channel, COALESCE(recipient_token, ''), recipient, payload, created_at,
-		published_at IS NOT NULL FROM outbox ORDER BY id`)
+		published_at IS NOT NULL FROM outbox_status ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("reading the outbox: %w", err)
 	}

@@ -220,6 +220,8 @@ type WorkerOptions struct {
 	// Telegram; its consumer (<name>-worker on notify.<name>.>) is
 	// provisioned for it.
 	Channel delivery.Channel
+	// Now is the worker's clock (default time.Now).
+	Now func() time.Time
 }
 
 // StartWorker provisions the worker's consumer and buckets and runs a
@@ -277,7 +279,7 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	w, err := delivery.New(o.Config, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: e.Log, Registry: reg})
+	w, err := delivery.New(o.Config, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: e.Log, Registry: reg, Now: o.Now})
 	if err != nil {
 		e.T.Fatalf("creating worker: %v", err)
 	}

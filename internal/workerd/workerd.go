@@ -60,7 +60,27 @@ type Spec struct {
 	// -version, the logs and tgnotify_build_info (daemon.Version fills in
 	// what the Go toolchain recorded when it is "dev").
 	Version string
+	// Services, when set, returns the channel's own services, run in the
+	// run group beside the worker once it is built (the Telegram bot's
+	// update intake); nil ones are skipped. A configuration mistake is a
+	// daemon.UsageError.
+	Services func(env Env) ([]Service, error)
 }
+
+// Env is what a channel's services get from the daemon.
+type Env struct {
+	// Worker is the delivery engine (delivery.Worker.ChangeRecipient).
+	Worker *delivery.Worker
+	// Resources are the consumer and the buckets.
+	Resources *jetstream.WorkerResources
+	// Logger and Registry are the daemon's.
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+}
+
+// Service runs until ctx ends and returns nil, or an error that stops the
+// daemon.
+type Service func(ctx context.Context) error
 
 // Settings are what the shared flags configure.
 type Settings struct {
@@ -115,6 +135,8 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 	config.Int(cs, &w.StormThreshold, "storm-threshold", def.StormThreshold, "429s within -storm-window that make bulk notifications wait while transactional ones go").Check(config.AtLeast(1))
 	config.Duration(cs, &w.StormWindow, "storm-window", def.StormWindow, "the window of -storm-threshold").Check(config.Positive)
 	config.Int(cs, &w.BacklogThreshold, "backlog-threshold", def.BacklogThreshold, "messages of the channel waiting above which bulk waits while transactional goes (0: off)").Check(config.NotNegative)
+	config.Duration(cs, &w.DeadRetryAfter, "dead-retry-after", def.DeadRetryAfter,
+		"how long after a recipient was found dead its next message is sent for real once more: delivered revives it, dead again starts another period (0: never)").Check(config.NotNegative)
 	config.Bool(cs, &w.SingleRecordWrites, "single-record-writes", def.SingleRecordWrites,
 		"write each delivery record on its own, never in atomic batches: for a nats-server without sync_interval: always, where a batch costs more than the fsyncs it saves")
 
@@ -224,6 +246,23 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 
 	runCtx, stop := context.WithCancel(ctx)
 	g.Add(func() error { return w.Run(runCtx) }, func(error) { stop() })
+	if spec.Services != nil {
+		services, err := spec.Services(Env{Worker: w, Resources: res, Logger: log, Registry: reg})
+		if err != nil {
+			var ue daemon.UsageError
+			if !errors.As(err, &ue) {
+				err = daemon.UsageError{Err: err}
+			}
+			return err
+		}
+		for _, svc := range services {
+			if svc == nil {
+				continue
+			}
+			sctx, cancel := context.WithCancel(ctx)
+			g.Add(func() error { return svc(sctx) }, func(error) { cancel() })
+		}
+	}
 	daemon.AddHTTP(&g, ln, s.http.Endpoints(daemon.Endpoints{
 		Registry: reg,
 		Ready: func() error {

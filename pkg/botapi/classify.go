@@ -85,8 +85,11 @@ const (
 	ReasonForbiddenUnknown = "forbidden_unknown"
 
 	// Dead, message level: the chat is fine, this message is not.
-	ReasonContent     = "content"      // too long, empty, or markup that can't be parsed
-	ReasonTopicClosed = "topic_closed" // the forum topic is closed
+	ReasonContent        = "content"          // too long, empty, or markup that can't be parsed
+	ReasonTopicClosed    = "topic_closed"     // the forum topic is closed
+	ReasonThreadNotFound = "thread_not_found" // no such forum topic in the chat
+	ReasonPhoto          = "photo"            // sendPhoto could not use the photo
+	ReasonMarkup         = "markup"           // the inline keyboard was refused
 	// ReasonBadRequest: a 400 whose description is not known. Dead,
 	// message level, counted apart so the table of known descriptions
 	// grows.
@@ -139,13 +142,13 @@ type Decision struct {
 
 // ChatDead reports whether the decision marks the whole chat unreachable:
 // ActionDead with any reason except the message-level ones (content,
-// topic_closed, bad_request).
+// topic_closed, thread_not_found, photo, markup, bad_request).
 func (d Decision) ChatDead() bool {
 	if d.Action != ActionDead {
 		return false
 	}
 	switch d.Reason {
-	case ReasonContent, ReasonTopicClosed, ReasonBadRequest:
+	case ReasonContent, ReasonTopicClosed, ReasonThreadNotFound, ReasonPhoto, ReasonMarkup, ReasonBadRequest:
 		return false
 	}
 	return true
@@ -188,7 +191,7 @@ func deadReason(k kind) (string, bool) {
 		return ReasonChatNotFound, true
 	case kindNoRights:
 		return ReasonNoRights, true
-	case kindTooLong, kindTextEmpty, kindCantParse:
+	case kindTooLong, kindTextEmpty, kindCantParse, kindCaptionTooLong:
 		return ReasonContent, true
 	case kindChatDeleted:
 		return ReasonChatDeleted, true
@@ -198,6 +201,12 @@ func deadReason(k kind) (string, bool) {
 		return ReasonCantSend, true
 	case kindTopicClosed:
 		return ReasonTopicClosed, true
+	case kindThreadNotFound:
+		return ReasonThreadNotFound, true
+	case kindPhoto:
+		return ReasonPhoto, true
+	case kindMarkup:
+		return ReasonMarkup, true
 	}
 	return "", false
 }
@@ -218,7 +227,8 @@ func deadReason(k kind) (string, bool) {
 //   - *Error 400/403 with a known permanent description: ActionDead with
 //     reason blocked, deactivated, kicked, not_member, cant_initiate, bots,
 //     chat_not_found, no_rights, chat_deleted, user_not_found, cant_send
-//     (the chat is dead), or content, topic_closed (this message is).
+//     (the chat is dead), or content, topic_closed, thread_not_found,
+//     photo, markup (this message is).
 //   - *Error 403 with any other description: ActionDead, reason
 //     forbidden_unknown, Unrecognised: the same request does not become
 //     good by repeating it, so the chat is treated as dead (and a

@@ -147,6 +147,48 @@ func TestClassifyRecordedResponses(t *testing.T) {
 			is: []error{botapi.ErrTopicClosed},
 		},
 		{
+			name:   "message thread not found",
+			status: 400,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: message thread not found"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonThreadNotFound,
+			is: []error{botapi.ErrThreadNotFound}, isNot: []error{botapi.ErrChatNotFound, botapi.ErrBadRequestUnknown},
+		},
+		{
+			name:   "caption too long",
+			status: 400,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: message caption is too long"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonContent,
+			is: []error{botapi.ErrContent, botapi.ErrCaptionTooLong}, isNot: []error{botapi.ErrMessageTooLong},
+		},
+		{
+			name:   "photo URL Telegram cannot use",
+			status: 400,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: wrong file identifier/HTTP URL specified"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonPhoto,
+			is: []error{botapi.ErrPhoto},
+		},
+		{
+			name:   "photo URL Telegram could not fetch",
+			status: 400,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: failed to get HTTP URL content"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonPhoto,
+			is: []error{botapi.ErrPhoto},
+		},
+		{
+			name:   "too many buttons",
+			status: 400,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: reply markup is too long"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonMarkup,
+			is: []error{botapi.ErrMarkup},
+		},
+		{
+			name:   "button URL refused",
+			status: 400,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: inline keyboard button URL 'ftp://x' is invalid: Unsupported URL protocol"}`,
+			action: botapi.ActionDead, reason: botapi.ReasonMarkup,
+			is: []error{botapi.ErrMarkup}, isNot: []error{botapi.ErrContent},
+		},
+		{
 			name:   "unknown 403 is a dead chat, counted apart",
 			status: 403,
 			body:   `{"ok":false,"error_code":403,"description":"Forbidden: something new"}`,
@@ -230,7 +272,7 @@ func TestClassifyRecordedResponses(t *testing.T) {
 		{
 			name:   "unknown 400 is a permanent failure of the message",
 			status: 400,
-			body:   `{"ok":false,"error_code":400,"description":"Bad Request: BUTTON_URL_INVALID"}`,
+			body:   `{"ok":false,"error_code":400,"description":"Bad Request: SOMETHING_NEW_INVALID"}`,
 			action: botapi.ActionDead, reason: botapi.ReasonBadRequest,
 			is: []error{botapi.ErrBadRequestUnknown}, isNot: []error{botapi.ErrContent},
 		},
@@ -433,6 +475,9 @@ func TestDecisionChatDead(t *testing.T) {
 		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonForbiddenUnknown}, true},
 		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonBadRequest}, false},
 		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonTopicClosed}, false},
+		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonThreadNotFound}, false},
+		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonPhoto}, false},
+		{botapi.Decision{Action: botapi.ActionDead, Reason: botapi.ReasonMarkup}, false},
 		{botapi.Decision{Action: botapi.ActionBackoff, Reason: botapi.ReasonServer}, false},
 	} {
 		if got := tt.d.ChatDead(); got != tt.want {

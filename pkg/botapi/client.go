@@ -142,6 +142,16 @@ func (c *Client) SendMessage(ctx context.Context, p SendMessageParams) (*Message
 	return &m, nil
 }
 
+// SendPhoto sends a photo, by URL or file id, with a caption and returns
+// the sent Message.
+func (c *Client) SendPhoto(ctx context.Context, p SendPhotoParams) (*Message, error) {
+	var m Message
+	if err := c.call(ctx, "sendPhoto", p, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
 // GetMe returns the bot's own user. Calling it at start-up validates the
 // token: a wrong or revoked token fails with an error matching
 // ErrUnauthorized.

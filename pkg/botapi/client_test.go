@@ -98,8 +98,9 @@ func TestSendMessage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, emulator.Config{})
 	ctx := t.Context()
+	const forum = -1001234567890 // a supergroup: only it has topics
 	p := botapi.SendMessageParams{
-		ChatID:              42,
+		ChatID:              forum,
 		Text:                "<b>Order #17</b> shipped &amp; on its way",
 		ParseMode:           botapi.ParseModeHTML,
 		DisableNotification: true,
@@ -115,8 +116,8 @@ func TestSendMessage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
-	if m.MessageID != 1 || m.Chat.ID != 42 || m.Chat.Type != "private" || m.Date == 0 {
-		t.Errorf("got message %+v, want id 1 in private chat 42 with a date", m)
+	if m.MessageID != 1 || m.Chat.ID != forum || m.Chat.Type != "supergroup" || m.Date == 0 || m.MessageThreadID != 5 {
+		t.Errorf("got message %+v, want id 1 in topic 5 of supergroup %d with a date", m, int64(forum))
 	}
 	if got, want := m.Text, "Order #17 shipped & on its way"; got != want {
 		t.Errorf("Text = %q, want %q (entities parsed)", got, want)
@@ -130,16 +131,80 @@ func TestSendMessage(t *testing.T) {
 	}
 	r := msgs[0]
 	if r.MessageID != m.MessageID || r.Text != p.Text || r.ParseMode != "HTML" || !r.DisableNotification ||
-		!r.ProtectContent || !r.AllowPaidBroadcast || r.MessageThreadID != 5 || !r.HasReplyMarkup {
+		!r.ProtectContent || !r.AllowPaidBroadcast || r.MessageThreadID != 5 || !r.HasReplyMarkup || r.Method != "sendMessage" ||
+		len(r.Buttons) != 1 || len(r.Buttons[0]) != 1 || r.Buttons[0][0] != (emulator.Button{Text: "Track", URL: "https://example.com/track/17"}) ||
+		r.LinkPreview == nil || *r.LinkPreview != (emulator.LinkPreview{IsDisabled: true}) {
 		t.Errorf("recorded %+v, want every parameter of %+v", r, p)
 	}
 
-	m2, err := b.client.SendMessage(ctx, botapi.SendMessageParams{ChatID: 42, Text: "second"})
+	m2, err := b.client.SendMessage(ctx, botapi.SendMessageParams{ChatID: forum, Text: "second"})
 	if err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
 	if m2.MessageID != 2 {
 		t.Errorf("second MessageID = %d, want 2", m2.MessageID)
+	}
+}
+
+func TestSendPhoto(t *testing.T) {
+	t.Parallel()
+	b := setup(t, emulator.Config{})
+	ctx := t.Context()
+	p := botapi.SendPhotoParams{
+		ChatID:                42,
+		Photo:                 "https://shop.example/p/17.jpg",
+		Caption:               "<b>Order #17</b> delivered",
+		ParseMode:             botapi.ParseModeHTML,
+		ShowCaptionAboveMedia: true,
+		ReplyMarkup: &botapi.InlineKeyboardMarkup{InlineKeyboard: [][]botapi.InlineKeyboardButton{
+			{{Text: "Rate us", URL: "https://shop.example/rate/17"}},
+		}},
+	}
+	m, err := b.client.SendPhoto(ctx, p)
+	if err != nil {
+		t.Fatalf("SendPhoto: %v", err)
+	}
+	if m.MessageID != 1 || m.Caption != "Order #17 delivered" || m.Text != "" || len(m.Photo) == 0 || m.Photo[len(m.Photo)-1].FileID == "" {
+		t.Fatalf("got message %+v, want a photo with the caption's plain text", m)
+	}
+	r := b.emu.Messages()[0]
+	if r.Method != "sendPhoto" || r.Photo != p.Photo || r.Text != p.Caption || !r.ShowCaptionAboveMedia ||
+		len(r.Buttons) != 1 || r.Buttons[0][0].URL != "https://shop.example/rate/17" {
+		t.Errorf("recorded %+v, want every parameter of %+v", r, p)
+	}
+	// The file id Telegram gave the photo can be sent again.
+	if _, err := b.client.SendPhoto(ctx, botapi.SendPhotoParams{ChatID: 42, Photo: m.Photo[len(m.Photo)-1].FileID}); err != nil {
+		t.Fatalf("SendPhoto by file id: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		p    botapi.SendPhotoParams
+		want error
+		desc string
+	}{
+		{"caption too long", botapi.SendPhotoParams{ChatID: 42, Photo: p.Photo, Caption: strings.Repeat("x", 1025)}, botapi.ErrCaptionTooLong, "message caption is too long"},
+		{"not a URL", botapi.SendPhotoParams{ChatID: 42, Photo: "ftp://shop.example/p.jpg"}, botapi.ErrPhoto, "wrong file identifier/HTTP URL specified"},
+		{"unknown file id", botapi.SendPhotoParams{ChatID: 42, Photo: "AgACnope"}, botapi.ErrPhoto, "wrong file identifier/HTTP URL specified"},
+		{"unreachable", botapi.SendPhotoParams{ChatID: 42, Photo: "https://cdn.shop.invalid/p.jpg"}, botapi.ErrPhoto, "failed to get HTTP URL content"},
+		{"no photo", botapi.SendPhotoParams{ChatID: 42}, botapi.ErrPhoto, "there is no photo in the request"},
+		{"topic in a private chat", botapi.SendPhotoParams{ChatID: 42, Photo: p.Photo, MessageThreadID: 3}, botapi.ErrThreadNotFound, "message thread not found"},
+		{"topic in a basic group", botapi.SendPhotoParams{ChatID: -42, Photo: p.Photo, MessageThreadID: 3}, botapi.ErrThreadNotFound, "message thread not found"},
+		{"button URL", botapi.SendPhotoParams{ChatID: 42, Photo: p.Photo, ReplyMarkup: &botapi.InlineKeyboardMarkup{
+			InlineKeyboard: [][]botapi.InlineKeyboardButton{{{Text: "x", URL: "javascript:alert(1)"}}}}}, botapi.ErrMarkup, "Unsupported URL protocol"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := b.client.SendPhoto(ctx, tc.p)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.desc) {
+				t.Fatalf("SendPhoto = %v, want %v saying %q", err, tc.want, tc.desc)
+			}
+			if d := botapi.Classify(err); d.Action != botapi.ActionDead || d.ChatDead() {
+				t.Fatalf("Classify = %v, want a dead message, not a dead chat", d)
+			}
+		})
+	}
+	if n := len(b.emu.Messages()); n != 2 {
+		t.Fatalf("emulator recorded %d messages, want 2", n)
 	}
 }
 

@@ -30,6 +30,10 @@ const (
 	kindUserNotFound
 	kindCantSend
 	kindTopicClosed
+	kindThreadNotFound
+	kindCaptionTooLong
+	kindPhoto
+	kindMarkup
 )
 
 // knownDescriptions maps lower-case description prefixes, as they follow
@@ -64,6 +68,25 @@ var knownDescriptions = [...]struct {
 	// with a fallback channel reaches the customer there at once.
 	{"bot can't send messages to the user", kindCantSend},
 	{"topic_closed", kindTopicClosed},
+	{"message thread not found", kindThreadNotFound},
+	{"message caption is too long", kindCaptionTooLong},
+	// sendPhoto by URL: Telegram could not use the address or what it
+	// fetched from it.
+	{"wrong file identifier/http url specified", kindPhoto},
+	{"wrong remote file identifier specified", kindPhoto},
+	{"failed to get http url content", kindPhoto},
+	{"wrong type of the web page content", kindPhoto},
+	{"photo_invalid_dimensions", kindPhoto},
+	{"image_process_failed", kindPhoto},
+	{"there is no photo in the request", kindPhoto},
+	// The inline keyboard: too many buttons, a button URL Telegram does
+	// not accept, a button it cannot parse.
+	{"reply markup is too long", kindMarkup},
+	{"reply_markup_too_long", kindMarkup},
+	{"button_url_invalid", kindMarkup},
+	{"inline keyboard button url", kindMarkup},
+	{"can't parse inline keyboard button", kindMarkup},
+	{"can't parse reply keyboard markup", kindMarkup},
 }
 
 // statusPhrases are the prefixes Telegram puts before the specific part of a

@@ -1,5 +1,6 @@
 // Package botapi is a small client for the parts of the Telegram Bot API that
-// the delivery pipeline needs: sendMessage and getMe.
+// the delivery pipeline needs: sendMessage, sendPhoto (a photo by URL with a
+// caption) and getMe.
 //
 // The package is about reading Telegram's answers right. Every failure comes
 // back as one of three typed errors:
@@ -10,7 +11,8 @@
 //     MigrateToChatID (a group that became a supergroup) and matches the
 //     package's sentinels with [errors.Is]: [ErrRateLimited], [ErrBlocked]
 //     and its members, [ErrChatNotFound], [ErrMigrated], [ErrContent] and its
-//     members, [ErrNoRights], [ErrUnauthorized], [ErrServer], and the
+//     members, [ErrNoRights], [ErrThreadNotFound], [ErrPhoto], [ErrMarkup],
+//     [ErrUnauthorized], [ErrServer], and the
 //     "unknown" ones [ErrForbiddenUnknown] and [ErrBadRequestUnknown].
 //   - [*ResponseError]: something answered that is not a Bot API envelope: an
 //     HTML page from a proxy, an empty or truncated body, invalid JSON, a body
@@ -29,6 +31,11 @@
 // unwrap chain produced by this package contains it: net/http's *url.Error
 // (whose message is the full URL) is replaced by its inner error, and every
 // message is scrubbed of the token.
+//
+// The bot's incoming side (updates.go) — getUpdates, setWebhook,
+// deleteWebhook, getWebhookInfo and the Update, ChatMemberUpdated and
+// ChatMember objects — serves an update intake; a 409 comes back as a
+// [*ConflictError] matching [ErrConflict].
 //
 // A Client is safe for concurrent use and reuses connections.
 package botapi

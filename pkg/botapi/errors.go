@@ -49,9 +49,10 @@ var (
 	// rights".
 	ErrNoRights error = newSentinel("no rights to send", kindNoRights)
 
-	// ErrContent matches every content error: too long, empty text, can't
-	// parse entities. Retrying the same text gets the same answer.
-	ErrContent error = newSentinel("content rejected", kindTooLong, kindTextEmpty, kindCantParse)
+	// ErrContent matches every content error: too long (a text or a
+	// caption), empty text, can't parse entities. Retrying the same text
+	// gets the same answer.
+	ErrContent error = newSentinel("content rejected", kindTooLong, kindTextEmpty, kindCantParse, kindCaptionTooLong)
 	// ErrMessageTooLong matches 400 "Bad Request: message is too long".
 	ErrMessageTooLong error = newSentinel("message is too long", kindTooLong)
 	// ErrMessageEmpty matches 400 "Bad Request: message text is empty".
@@ -68,6 +69,22 @@ var (
 	ErrCantSendToUser error = newSentinel("bot can't send messages to the user", kindCantSend)
 	// ErrTopicClosed matches 400 "Bad Request: TOPIC_CLOSED".
 	ErrTopicClosed error = newSentinel("topic closed", kindTopicClosed)
+	// ErrThreadNotFound matches 400 "Bad Request: message thread not
+	// found": the chat has no such forum topic (or no topics at all).
+	ErrThreadNotFound error = newSentinel("message thread not found", kindThreadNotFound)
+	// ErrCaptionTooLong matches 400 "Bad Request: message caption is too
+	// long" (over 1024 characters after entity parsing).
+	ErrCaptionTooLong error = newSentinel("message caption is too long", kindCaptionTooLong)
+	// ErrPhoto matches sendPhoto's refusals of the photo: a URL or file id
+	// it cannot use ("wrong file identifier/HTTP URL specified"), a URL it
+	// could not fetch ("failed to get HTTP URL content"), content that is
+	// not a picture or one it cannot process.
+	ErrPhoto error = newSentinel("photo rejected", kindPhoto)
+	// ErrMarkup matches refusals of the inline keyboard: "reply markup is
+	// too long" (too many buttons), a button URL Telegram does not accept
+	// ("inline keyboard button URL … is invalid", BUTTON_URL_INVALID), a
+	// button it cannot parse.
+	ErrMarkup error = newSentinel("reply markup rejected", kindMarkup)
 
 	// ErrForbiddenUnknown matches a 403 whose description is not one of the
 	// known ones.

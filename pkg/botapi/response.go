@@ -16,7 +16,7 @@ import (
 )
 
 // maxResponseBytes bounds how much of a response body the client reads. Bot
-// API answers to sendMessage and getMe are a few hundred bytes; anything
+// API answers to sendMessage, sendPhoto and getMe are a few hundred bytes; anything
 // near this size is not a Bot API answer.
 const maxResponseBytes = 1 << 20
 

@@ -38,6 +38,34 @@ type SendMessageParams struct {
 	ReplyMarkup *InlineKeyboardMarkup `json:"reply_markup,omitempty"`
 }
 
+// SendPhotoParams are the parameters of sendPhoto that the pipeline uses:
+// a photo by URL (or file id) with a caption. Zero values are omitted from
+// the request.
+type SendPhotoParams struct {
+	// ChatID is the target chat, as for sendMessage.
+	ChatID int64 `json:"chat_id"`
+	// MessageThreadID targets a forum topic of a supergroup.
+	MessageThreadID int64 `json:"message_thread_id,omitempty"`
+	// Photo is an HTTP URL Telegram fetches the picture from (at most 5 MB
+	// by URL), or the file_id of a photo already on Telegram's servers.
+	Photo string `json:"photo"`
+	// Caption is the photo's caption, 0..1024 characters after entity
+	// parsing.
+	Caption string `json:"caption,omitempty"`
+	// ParseMode selects how the caption's entities are parsed.
+	ParseMode ParseMode `json:"parse_mode,omitempty"`
+	// ShowCaptionAboveMedia puts the caption above the photo.
+	ShowCaptionAboveMedia bool `json:"show_caption_above_media,omitempty"`
+	// DisableNotification sends the message silently.
+	DisableNotification bool `json:"disable_notification,omitempty"`
+	// ProtectContent forbids forwarding and saving the message.
+	ProtectContent bool `json:"protect_content,omitempty"`
+	// AllowPaidBroadcast: see SendMessageParams.
+	AllowPaidBroadcast bool `json:"allow_paid_broadcast,omitempty"`
+	// ReplyMarkup attaches an inline keyboard.
+	ReplyMarkup *InlineKeyboardMarkup `json:"reply_markup,omitempty"`
+}
+
 // LinkPreviewOptions describes how a link preview is generated.
 type LinkPreviewOptions struct {
 	IsDisabled       bool   `json:"is_disabled,omitempty"`
@@ -69,6 +97,19 @@ type Message struct {
 	Chat            Chat   `json:"chat"`
 	Date            int64  `json:"date"`
 	Text            string `json:"text,omitempty"`
+	// Caption and Photo (the sizes Telegram made of it) are set for a
+	// message sent with sendPhoto.
+	Caption string      `json:"caption,omitempty"`
+	Photo   []PhotoSize `json:"photo,omitempty"`
+}
+
+// PhotoSize is one size of a photo Telegram stores.
+type PhotoSize struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Width        int    `json:"width"`
+	Height       int    `json:"height"`
+	FileSize     int64  `json:"file_size,omitempty"`
 }
 
 // Time returns the message's send time (Telegram reports whole seconds).

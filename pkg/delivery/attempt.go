@@ -54,7 +54,10 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)
 		return result{job: j, disp: moveOn, at: now}
 	}
-	if d, ok := w.store.state.deadRecipient(target); ok {
+	if wait := w.settleRedelivery(j, now); wait > 0 {
+		return result{job: j, disp: retryHere, at: now, delay: wait}
+	}
+	if d, ok := w.store.state.deadRecipient(target); ok && !w.retryDead(j, target, d) {
 		return w.giveUp(ctx, j, target, letter{reason: d.Reason, code: d.Code,
 			description: fmt.Sprintf("recipient %s was found dead at %s: %s", target, d.At.Format(time.RFC3339), d.Description)}, true)
 	}
@@ -108,6 +111,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		switch o.Kind {
 		case Delivered:
 			w.delivered(ctx, j, o, target, end)
+			w.aliveAfterSend(ctx, j, target, start, end)
 			called.disp = moveOn
 			return called
 
@@ -170,6 +174,26 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 			return w.transient(ctx, j, o, end, prior)
 		}
 	}
+}
+
+// settleRedelivery says how long a redelivered message without a delivery
+// record must wait before this worker, started less than ReconnectSettle
+// ago, sends it or gives up on it. A worker that started while NATS was
+// down (or just after) can be handed the messages of another worker whose
+// connection is not back yet: that one may have sent them already and
+// writes their records only once it reconnects, within ReconnectSettle —
+// the same wait a worker makes after its own reconnect (worker.go). Found by
+// the chaos run: a worker started during a nats-server restart sent again
+// what the other had delivered a second earlier. A first delivery never
+// waits: no other worker has had it.
+func (w *Worker) settleRedelivery(j *job, now time.Time) time.Duration {
+	if !now.Before(w.freshUntil) || j.msg == nil {
+		return 0
+	}
+	if meta, err := j.msg.Metadata(); err != nil || meta.NumDelivered <= 1 {
+		return 0
+	}
+	return w.freshUntil.Sub(now)
 }
 
 // send has the channel send one attempt and returns its outcome, the
@@ -362,6 +386,9 @@ func (w *Worker) countDead(reason string) {
 
 // recipientDied remembers a dead recipient and tells the application.
 func (w *Worker) recipientDied(ctx context.Context, j *job, target string, o Outcome, at time.Time) {
+	if w.stillDead(ctx, j, target, o, at) {
+		return
+	}
 	d := DeadRecipient{Channel: w.name, Recipient: target, Reason: o.Reason, Code: o.Code, Description: o.Description, At: at, Key: j.n.Key}
 	if err := w.store.state.markDead(ctx, d); err != nil {
 		w.log.Error("cannot record the dead recipient", "recipient", target, "err", err)

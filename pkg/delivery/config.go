@@ -32,6 +32,13 @@ const (
 	// DefaultFallbackBulk is the same for bulk notifications: never; only a
 	// dead recipient, a refusal or exhausted attempts move them on.
 	DefaultFallbackBulk = notify.FallbackNever
+	// DefaultDeadRetryAfter is how long a recipient stays dead before its
+	// next message is sent for real once more: 0, never. A retry is not
+	// free on every channel — repeated sends to a hard-bounced address hurt
+	// an email sender's reputation — and a Telegram bot whose updates
+	// tgnotify may read learns of an unblock at once (the update intake);
+	// set it per worker where neither holds.
+	DefaultDeadRetryAfter time.Duration = 0
 
 	// Graceful degradation (degrade.go).
 	DefaultRequestTimeout    = 10 * time.Second
@@ -96,6 +103,13 @@ type Config struct {
 	// notify.FallbackNever: only a dead recipient, a refusal or exhausted
 	// attempts move it on. Defaults 2m and never.
 	FallbackTransactional, FallbackBulk time.Duration
+	// DeadRetryAfter is how long after a recipient was found dead (its
+	// mark's At) the next message to it is sent for real once more: a
+	// success revives it (and publishes notify.events.recipient_revived),
+	// another dead answer keeps it dead from then on, for another period.
+	// Zero: never; only an operator (tgnotify chat revive) or news from the
+	// provider (Worker.ChangeRecipient) revives it. Default 0.
+	DeadRetryAfter time.Duration
 
 	// RequestTimeout bounds one request to the provider while answers are
 	// fast. Default 10s.
@@ -143,6 +157,7 @@ func DefaultConfig() Config {
 
 		FallbackTransactional: DefaultFallbackTransactional,
 		FallbackBulk:          DefaultFallbackBulk,
+		DeadRetryAfter:        DefaultDeadRetryAfter,
 
 		RequestTimeout:    DefaultRequestTimeout,
 		MaxRequestTimeout: DefaultMaxRequestTimeout,
@@ -233,6 +248,7 @@ func (c Config) Validate() error {
 	check(c.TakeoverGap > 0, "TakeoverGap", c.TakeoverGap, "must be positive")
 	check(c.FallbackTransactional > 0 || c.FallbackTransactional == notify.FallbackNever, "FallbackTransactional", c.FallbackTransactional, "must be positive, or never")
 	check(c.FallbackBulk > 0 || c.FallbackBulk == notify.FallbackNever, "FallbackBulk", c.FallbackBulk, "must be positive, or never")
+	check(c.DeadRetryAfter >= 0, "DeadRetryAfter", c.DeadRetryAfter, "must not be negative (0: never)")
 	check(c.RequestTimeout > 0, "RequestTimeout", c.RequestTimeout, "must be positive")
 	check(c.MaxRequestTimeout >= c.RequestTimeout, "MaxRequestTimeout", c.MaxRequestTimeout, fmt.Sprintf("must be at least {RequestTimeout} (%v)", c.RequestTimeout))
 	check(c.SlowThreshold > 0, "SlowThreshold", c.SlowThreshold, "must be positive")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -152,6 +153,12 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 			return
 		}
 		w.countDead(ReasonPoison)
+		if k := m.Headers().Get(jetstream.HeaderKey); k != "" {
+			// No channel can read it either: the application hears that its
+			// notification is dead, and why.
+			j.n.Key = k
+			w.events.dead(j, letter{reason: ReasonPoison, description: err.Error()}, now)
+		}
 		return
 	}
 	w.received.Add(1)
@@ -170,6 +177,36 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 	}
 }
 
+// parse reads a notification message of this worker's channel: its
+// payload and recipient, or why it is poison.
+func (w *Worker) parse(subject string, h nats.Header, data []byte) (notify.Notification, string, error) {
+	channel, recipient, err := jetstream.ParseSubject(subject)
+	if err != nil {
+		return notify.Notification{}, "", fmt.Errorf("%w: %v", errPoison, err)
+	}
+	if channel != w.name {
+		return notify.Notification{}, "", fmt.Errorf("%w: subject %s is not a %s notification subject", errPoison, subject, w.name)
+	}
+	n, err := notify.DecodePayload(data)
+	if err != nil {
+		return notify.Notification{}, recipient, fmt.Errorf("%w: %v", errPoison, err)
+	}
+	want, err := w.channel.Recipient(n)
+	if err != nil {
+		return notify.Notification{}, recipient, fmt.Errorf("%w: %v", errPoison, err)
+	}
+	if want != recipient {
+		return notify.Notification{}, recipient, fmt.Errorf("%w: payload recipient %s does not match subject %s", errPoison, want, subject)
+	}
+	if k := h.Get(jetstream.HeaderKey); k != "" && k != n.Key {
+		return notify.Notification{}, recipient, fmt.Errorf("%w: %s header %q does not match payload key %q", errPoison, jetstream.HeaderKey, k, n.Key)
+	}
+	if !slices.Contains(n.Route, notify.Channel(w.name)) {
+		return notify.Notification{}, recipient, fmt.Errorf("%w: %s is not on the notification's route %v", errPoison, w.name, n.Route)
+	}
+	return n, recipient, nil
+}
+
 // decode fills the job from the message and reports why it is poison.
 func (w *Worker) decode(j *job) error {
 	meta, err := j.msg.Metadata()
@@ -177,30 +214,10 @@ func (w *Worker) decode(j *job) error {
 		return fmt.Errorf("%w: no JetStream metadata: %v", errPoison, err)
 	}
 	j.seq = meta.Sequence.Stream
-	channel, recipient, err := jetstream.ParseSubject(j.subject)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errPoison, err)
-	}
-	if channel != w.name {
-		return fmt.Errorf("%w: subject %s is not a %s notification subject", errPoison, j.subject, w.name)
-	}
+	n, recipient, err := w.parse(j.subject, j.msg.Headers(), j.msg.Data())
 	j.lane = recipient
-	n, err := notify.DecodePayload(j.msg.Data())
 	if err != nil {
-		return fmt.Errorf("%w: %v", errPoison, err)
-	}
-	want, err := w.channel.Recipient(n)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errPoison, err)
-	}
-	if want != recipient {
-		return fmt.Errorf("%w: payload recipient %s does not match subject %s", errPoison, want, j.subject)
-	}
-	if k := j.msg.Headers().Get(jetstream.HeaderKey); k != "" && k != n.Key {
-		return fmt.Errorf("%w: %s header %q does not match payload key %q", errPoison, jetstream.HeaderKey, k, n.Key)
-	}
-	if !slices.Contains(n.Route, notify.Channel(w.name)) {
-		return fmt.Errorf("%w: %s is not on the notification's route %v", errPoison, w.name, n.Route)
+		return err
 	}
 	j.n = n
 	j.transactional = n.Priority != notify.PriorityBulk

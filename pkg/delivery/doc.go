@@ -34,6 +34,9 @@
 //   - store.go, state.go, persist.go: delivery records, attempts, recipient
 //     state and dead letters in JetStream; events.go: events for the
 //     application.
+//   - recipients.go: dead recipients come back — news from the provider
+//     (Worker.ChangeRecipient, an update intake's), the retry after
+//     Config.DeadRetryAfter, notify.events.recipient_revived.
 //   - failover.go: a standby unpins a pinned worker that is gone;
 //     takeover.go: per-recipient handover of what another worker may hold.
 //   - degrade.go: slower sending when the provider slows down, shedding bulk

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -80,7 +81,18 @@ type pendingEvent struct {
 type publishedEvent struct {
 	ev *pendingEvent
 	f  natsjs.PubAckFuture
+	at time.Time // when it was published
 }
+
+// eventAckWait bounds the wait for an event's PubAck. One that does not
+// come in time is published again, as a refused one is: on a cluster a
+// publish in flight when the stream's leader steps down or dies gets no
+// answer at all while the connection stays up, and its future never
+// resolves.
+const eventAckWait = 2 * time.Second
+
+// errNoPubAck is the retry's reason for an unanswered event.
+var errNoPubAck = errors.New("no PubAck within " + eventAckWait.String())
 
 // eventQueue bounds the events waiting to be published; more are dropped
 // with a warning (NATS unreachable for long, at full rate).
@@ -123,7 +135,7 @@ func (e *events) run() {
 			continue
 		}
 		select {
-		case e.acks <- publishedEvent{ev: ev, f: f}:
+		case e.acks <- publishedEvent{ev: ev, f: f, at: time.Now()}:
 		case <-e.stop:
 			close(e.acks)
 			return
@@ -135,6 +147,9 @@ func (e *events) run() {
 func (e *events) confirm() {
 	defer e.done.Done()
 	for p := range e.acks {
+		// Measured from the publish, so that events behind an unanswered
+		// one are not each given the whole wait again.
+		late := time.NewTimer(time.Until(p.at.Add(eventAckWait)))
 		select {
 		case <-p.f.Ok():
 			if p.ev.tries > 0 {
@@ -143,9 +158,13 @@ func (e *events) confirm() {
 			e.pending.Add(-1)
 		case err := <-p.f.Err():
 			e.retry(p.ev, err)
+		case <-late.C:
+			e.retry(p.ev, errNoPubAck)
 		case <-e.stop:
+			late.Stop()
 			return
 		}
+		late.Stop()
 	}
 }
 

@@ -421,3 +421,34 @@ func TestNoHandBackWhileDisconnected(t *testing.T) {
 		t.Errorf("%d deliveries, want exactly %d", got, n)
 	}
 }
+
+// A worker that has just started waits delivery.ReconnectSettle before it
+// sends a redelivered message: the worker that had it may have sent it and
+// be writing its delivery record as soon as its own connection is back.
+// Found by the chaos run: a worker started during a nats-server restart was
+// handed the other worker's messages and sent them again 180ms before the
+// other's records landed. A first delivery does not wait.
+func TestFreshWorkerSettlesBeforeARedelivery(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	cfg.ShutdownTimeout = time.Second
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	stuck := &stuckChat{Sender: env.Client(testenv.Token), chat: 100}
+	first := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, API: stuck})
+	env.Publish(note("order:1:accepted", 100, "held"))
+	natstest.WaitFor(t, 10*time.Second, stuck.stuck, "the send hanging")
+	first.Stop(t) // hands the message back: its next delivery is a redelivery
+
+	started := time.Now()
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
+	env.Publish(note("order:2:accepted", 101, "new"))
+	natstest.WaitFor(t, 20*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) == 1 }, "the redelivery sent")
+	sent := env.Emu.ChatMessages(100)[0].Time
+	if d := sent.Sub(started); d < delivery.ReconnectSettle-200*time.Millisecond {
+		t.Fatalf("redelivery sent %v after the worker started, want at least %v", d, delivery.ReconnectSettle)
+	}
+	other := env.Emu.ChatMessages(101)
+	if len(other) != 1 || !other[0].Time.Before(sent) {
+		t.Fatalf("the first delivery to chat 101 (%v) waited behind the redelivery (sent %v)", other, sent)
+	}
+}

@@ -26,6 +26,9 @@ type DeadRecipient struct {
 	At          time.Time `json:"at"`
 	// Key is the notification whose attempt proved the recipient dead.
 	Key string `json:"key"`
+	// Via says what else found it dead: ViaUpdate for news the provider
+	// sent the bot (a Telegram user blocked it); empty for a send's answer.
+	Via string `json:"via,omitempty"`
 }
 
 // hold records, for workers that start later, that messages of a recipient
@@ -114,8 +117,20 @@ type sharedState struct {
 	log     *slog.Logger
 	// onPause is told of a pause written by anyone (admission follows it).
 	onPause func(pause)
+	// retryAfter is Config.DeadRetryAfter (0: never); now is the clock it
+	// is measured on.
+	retryAfter time.Duration
+	now        func() time.Time
+	// loaded is closed once the initial values are loaded.
+	loaded     chan struct{}
+	loadedOnce sync.Once
 
-	mu       sync.RWMutex
+	mu sync.RWMutex
+	// revs are the revisions of the keys' latest values applied (one per
+	// key ever seen), so that the watcher, which lags behind this worker's
+	// own writes, never applies an older value over a newer one (a dead
+	// mark replayed after this worker deleted it).
+	revs     map[string]uint64
 	deadSet  map[string]DeadRecipient
 	redirect map[string]string
 	holds    map[string]hold
@@ -126,8 +141,8 @@ type sharedState struct {
 func newSharedState(kv natsjs.KeyValue, channel string, log *slog.Logger, onPause func(pause)) *sharedState {
 	return &sharedState{
 		kv: kv, keys: keyspaceFor(channel), channel: channel, log: log, onPause: onPause,
-		deadSet: map[string]DeadRecipient{}, redirect: map[string]string{}, holds: map[string]hold{},
-		changed: make(chan struct{}, 1),
+		deadSet: map[string]DeadRecipient{}, redirect: map[string]string{}, holds: map[string]hold{}, revs: map[string]uint64{},
+		changed: make(chan struct{}, 1), now: time.Now, loaded: make(chan struct{}),
 	}
 }
 
@@ -166,25 +181,36 @@ func (s *sharedState) watchOnce(ctx context.Context, ready chan<- struct{}) erro
 				return errors.New("watcher closed")
 			}
 			if e == nil { // initial values loaded
+				s.loadedOnce.Do(func() { close(s.loaded) })
 				if ready != nil {
 					close(ready)
 					ready = nil
 				}
 				continue
 			}
-			s.apply(e.Key(), e.Value(), e.Operation() != natsjs.KeyValuePut)
+			s.apply(e.Key(), e.Value(), e.Operation() != natsjs.KeyValuePut, e.Revision())
 		}
 	}
 }
 
-// apply updates the cache from one bucket entry.
-func (s *sharedState) apply(key string, value []byte, deleted bool) {
+// apply updates the cache from one bucket entry of revision rev: from the
+// watcher, or this worker's own put. A value older than the one applied is
+// ignored. This worker's own deletion (rev 0) always applies; the watcher's
+// copy of it comes later with its revision.
+func (s *sharedState) apply(key string, value []byte, deleted bool, rev uint64) {
 	kind, r, ok := s.keys.parse(key)
 	if !ok {
 		return
 	}
 	var p *pause
 	s.mu.Lock()
+	if rev != 0 {
+		if rev <= s.revs[key] {
+			s.mu.Unlock()
+			return
+		}
+		s.revs[key] = rev
+	}
 	switch kind {
 	case "pause":
 		var v pause
@@ -264,9 +290,18 @@ func (s *sharedState) hold(r string) (hold, bool) {
 	return h, ok
 }
 
+// dead reports whether messages to r are given up on without a request:
+// it is marked dead, and not due for another try (retryDue).
 func (s *sharedState) dead(r string) bool {
-	_, ok := s.deadRecipient(s.resolve(r))
-	return ok
+	d, ok := s.deadRecipient(s.resolve(r))
+	return ok && !s.retryDue(d)
+}
+
+// retryDue reports whether a dead recipient's next message is sent for real
+// once more: DeadRetryAfter has passed since it was found dead (a mark
+// without a time is due at once).
+func (s *sharedState) retryDue(d DeadRecipient) bool {
+	return s.retryAfter > 0 && !s.now().Before(d.At.Add(s.retryAfter))
 }
 
 func (s *sharedState) deadCount() int {
@@ -276,10 +311,11 @@ func (s *sharedState) deadCount() int {
 }
 
 func (s *sharedState) put(ctx context.Context, key string, b []byte) error {
-	if _, err := s.kv.Put(ctx, key, b); err != nil {
+	rev, err := s.kv.Put(ctx, key, b)
+	if err != nil {
 		return fmt.Errorf("writing %s/%s: %w", jetstream.BucketChats, key, err)
 	}
-	s.apply(key, b, false)
+	s.apply(key, b, false, rev)
 	return nil
 }
 
@@ -295,7 +331,7 @@ func (s *sharedState) del(ctx context.Context, key string) error {
 	if err := s.kv.Delete(ctx, key); err != nil && !errors.Is(err, natsjs.ErrKeyNotFound) {
 		return fmt.Errorf("deleting %s/%s: %w", jetstream.BucketChats, key, err)
 	}
-	s.apply(key, nil, true)
+	s.apply(key, nil, true, 0)
 	return nil
 }
 

@@ -243,7 +243,14 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 			page, last = page[:i], true
 		}
 		keys := make([]string, len(page))
+		poison := make([]bool, len(page))
 		for i, m := range page {
+			if _, _, perr := w.parse(m.Subject, m.Header, m.Data); perr != nil {
+				// Poison: dead-lettered when it arrives, never sent;
+				// nothing of the recipient waits for it.
+				poison[i] = true
+				continue
+			}
 			keys[i] = m.Header.Get(jetstream.HeaderKey)
 		}
 		// One batched read of the page's records, instead of two reads
@@ -254,7 +261,7 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 		}
 		for i, m := range page {
 			seq = m.Sequence + 1
-			if !settled[keys[i]] {
+			if !poison[i] && !settled[keys[i]] {
 				out = append(out, m.Sequence)
 			}
 		}

@@ -82,6 +82,9 @@ type Worker struct {
 	persist *persister
 	events  *events
 	degrade *degrader
+	// recipients is what ChangeRecipient and the dead-retry keep
+	// (recipients.go).
+	recipients *recipients
 
 	// Owned by the dispatcher goroutine.
 	sched        *scheduler
@@ -97,8 +100,11 @@ type Worker struct {
 	verifyQueue    []holdCheck
 	clearsRunning  int
 	sendCtx        context.Context // requests in flight; cancelled at the shutdown deadline
-	cancelSends    context.CancelFunc
-	sends          sync.WaitGroup
+	// freshUntil ends the start-up settle of redeliveries (settleRedelivery);
+	// set before the dispatcher starts, read by attempts.
+	freshUntil  time.Time
+	cancelSends context.CancelFunc
+	sends       sync.WaitGroup
 
 	incoming chan *job
 	results  chan result
@@ -177,6 +183,10 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	})
 	w.adm.connected = d.JS.Conn().IsConnected
 	state := newSharedState(d.Resources.Chats, name, log, w.adm.sharedPause)
+	state.retryAfter, state.now = cfg.DeadRetryAfter, d.Now
+	if w.recipients, err = newRecipients(d.Registry, name); err != nil {
+		return nil, fmt.Errorf("registering worker metrics: %w", err)
+	}
 	w.store = &store{
 		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
 		deliveredSubjects: subjectsOf(d.Resources.Delivered), attemptsSubjects: subjectsOf(d.Resources.Attempts),
@@ -268,6 +278,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(consumeDone); w.consume(consumeCtx) }()
 
 	w.sendCtx, w.cancelSends = context.WithCancel(context.WithoutCancel(ctx))
+	w.freshUntil = w.now().Add(ReconnectSettle)
 	w.dispatch(ctx)
 
 	stopConsume()

@@ -66,6 +66,10 @@ func Declare(s Settings) Declaration {
 				Duplicates:  s.Duplicates,
 				Replicas:    s.Replicas,
 				AllowDirect: true,
+				// The publisher writes in fast-ingest batches (nats-server
+				// 2.14+): a batch is stored as a prefix, in order, even
+				// across a stream leader change (docs/PUBLISHER.md).
+				AllowBatchPublish: true,
 			},
 			{
 				Name:        StreamDead,

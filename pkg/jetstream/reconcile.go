@@ -365,6 +365,8 @@ var streamFields = []field[natsjs.StreamConfig]{
 		set: func(d, s *natsjs.StreamConfig) { d.Replicas = s.Replicas }},
 	{name: "allow_direct", get: func(c *natsjs.StreamConfig) string { return strconv.FormatBool(c.AllowDirect) },
 		set: func(d, s *natsjs.StreamConfig) { d.AllowDirect = s.AllowDirect }},
+	{name: "allow_batched", get: func(c *natsjs.StreamConfig) string { return strconv.FormatBool(c.AllowBatchPublish) },
+		set: func(d, s *natsjs.StreamConfig) { d.AllowBatchPublish = s.AllowBatchPublish }},
 }
 
 var bucketFields = []field[natsjs.StreamConfig]{

@@ -47,6 +47,10 @@ const (
 	// SubjectRecipientRedirected announces that a recipient moved (a
 	// Telegram group became a supergroup).
 	SubjectRecipientRedirected = "notify.events.recipient_redirected"
+	// SubjectRecipientRevived announces that a recipient found dead can be
+	// reached again (a Telegram user unblocked the bot or pressed Start, or
+	// a retry after the worker's dead-retry-after was delivered).
+	SubjectRecipientRevived = "notify.events.recipient_revived"
 )
 
 // subjectRoot is the first token of every notification subject.

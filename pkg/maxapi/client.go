@@ -173,11 +173,12 @@ func (c *Client) LogValue() slog.Value {
 // transport.
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
-// SendMessage sends a text message with POST /messages and returns the
-// sent Message, whose MessageID is the proof of delivery. Parameters MAX
-// would refuse (no or two recipients, an empty text or one over 4000
-// characters, an unknown format) fail with a [*ParamsError] without a
-// request.
+// SendMessage sends a text message, with an image and an inline keyboard
+// of link buttons when given, with POST /messages and returns the sent
+// Message, whose MessageID is the proof of delivery. Parameters MAX would
+// refuse (no or two recipients, an empty text or one over 4000 characters,
+// an unknown format, a keyboard over MAX's limits) fail with a
+// [*ParamsError] without a request.
 func (c *Client) SendMessage(ctx context.Context, p SendMessageParams) (*Message, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -191,7 +192,7 @@ func (c *Client) SendMessage(ctx context.Context, p SendMessageParams) (*Message
 	if p.DisableLinkPreview {
 		q.Set("disable_link_preview", "true")
 	}
-	body := newMessageBody{Text: p.Text, Format: p.Format}
+	body := newMessageBody{Text: p.Text, Format: p.Format, Attachments: p.attachments()}
 	if p.Silent {
 		body.Notify = new(bool)
 	}
@@ -237,6 +238,30 @@ func (p SendMessageParams) validate() error {
 	}
 	if n := utf8.RuneCountInString(p.Text); n > MaxTextLength {
 		return bad("text", fmt.Sprintf("is %d characters long, MAX's limit is %d", n, MaxTextLength))
+	}
+	if p.ImageURL != "" && utf8.RuneCountInString(p.ImageURL) > MaxButtonURLLength {
+		return bad("image_url", fmt.Sprintf("is longer than %d characters", MaxButtonURLLength))
+	}
+	if len(p.Buttons) > MaxButtonRows {
+		return bad("buttons", fmt.Sprintf("%d rows, MAX's limit is %d", len(p.Buttons), MaxButtonRows))
+	}
+	for i, row := range p.Buttons {
+		field := fmt.Sprintf("buttons[%d]", i)
+		switch {
+		case len(row) == 0:
+			return bad(field, "is an empty row")
+		case len(row) > MaxLinkButtonsPerRow:
+			return bad(field, fmt.Sprintf("has %d link buttons, MAX's limit is %d", len(row), MaxLinkButtonsPerRow))
+		}
+		for j, b := range row {
+			field := fmt.Sprintf("buttons[%d][%d]", i, j)
+			if n := utf8.RuneCountInString(b.Text); strings.TrimSpace(b.Text) == "" || n > MaxButtonTextLength {
+				return bad(field+".text", fmt.Sprintf("must be 1..%d characters", MaxButtonTextLength))
+			}
+			if n := utf8.RuneCountInString(b.URL); b.URL == "" || n > MaxButtonURLLength {
+				return bad(field+".url", fmt.Sprintf("must be 1..%d characters", MaxButtonURLLength))
+			}
+		}
 	}
 	return nil
 }

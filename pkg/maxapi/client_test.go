@@ -122,6 +122,28 @@ func TestSendMessageToAUser(t *testing.T) {
 	}
 }
 
+// An image and link buttons are sent as MAX's image and inline_keyboard
+// attachments.
+func TestSendMessageWithAttachments(t *testing.T) {
+	t.Parallel()
+	b := setup(t, emulator.Config{})
+	_, err := b.client.SendMessage(t.Context(), maxapi.SendMessageParams{
+		UserID: 42, Text: "Order #17 shipped", ImageURL: "https://cdn.shop.example/17.jpg",
+		Buttons: [][]maxapi.LinkButton{{{Text: "Track", URL: "https://shop.example/17"}, {Text: "Help", URL: "https://shop.example/help"}}, {{Text: "Rate", URL: "https://shop.example/rate"}}},
+	})
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	r := b.emu.Messages()[0]
+	want := [][]emulator.Button{
+		{{Type: "link", Text: "Track", URL: "https://shop.example/17"}, {Type: "link", Text: "Help", URL: "https://shop.example/help"}},
+		{{Type: "link", Text: "Rate", URL: "https://shop.example/rate"}},
+	}
+	if r.Attachments != 2 || len(r.Images) != 1 || r.Images[0] != "https://cdn.shop.example/17.jpg" || fmt.Sprint(r.Buttons) != fmt.Sprint(want) {
+		t.Errorf("the emulator recorded %+v", r)
+	}
+}
+
 func TestSendMessageToAChat(t *testing.T) {
 	t.Parallel()
 	b := setup(t, emulator.Config{})
@@ -166,6 +188,10 @@ func TestParamsAreCheckedBeforeSending(t *testing.T) {
 		{"empty text", maxapi.SendMessageParams{UserID: 1, Text: " \n"}, "text", maxapi.ReasonContent},
 		{"invalid UTF-8", maxapi.SendMessageParams{UserID: 1, Text: "\xff"}, "text", maxapi.ReasonContent},
 		{"too long", maxapi.SendMessageParams{UserID: 1, Text: strings.Repeat("ы", maxapi.MaxTextLength+1)}, "text", maxapi.ReasonContent},
+		{"four link buttons a row", maxapi.SendMessageParams{UserID: 1, Text: "x", Buttons: [][]maxapi.LinkButton{make([]maxapi.LinkButton, 4)}}, "buttons[0]", maxapi.ReasonBadRequest},
+		{"an empty row", maxapi.SendMessageParams{UserID: 1, Text: "x", Buttons: [][]maxapi.LinkButton{{}}}, "buttons[0]", maxapi.ReasonBadRequest},
+		{"an empty label", maxapi.SendMessageParams{UserID: 1, Text: "x", Buttons: [][]maxapi.LinkButton{{{URL: "https://a.example"}}}}, "buttons[0][0].text", maxapi.ReasonBadRequest},
+		{"a button without URL", maxapi.SendMessageParams{UserID: 1, Text: "x", Buttons: [][]maxapi.LinkButton{{{Text: "a"}}}}, "buttons[0][0].url", maxapi.ReasonBadRequest},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := b.client.SendMessage(t.Context(), tt.p)

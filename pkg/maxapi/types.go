@@ -34,14 +34,84 @@ type SendMessageParams struct {
 	// DisableLinkPreview stops MAX from building a preview of links in the
 	// text (?disable_link_preview=true).
 	DisableLinkPreview bool
+	// ImageURL attaches a picture MAX fetches from this URL (an image
+	// attachment, PhotoAttachmentRequestPayload.url).
+	ImageURL string
+	// Buttons attach an inline keyboard of link buttons, in rows (an
+	// inline_keyboard attachment): at most 3 a row and 30 rows.
+	Buttons [][]LinkButton
+}
+
+// Limits of an inline keyboard of link buttons: the schema's Button.text
+// (1..128) and LinkButton.url (at most 2048), and dev.max.ru's "up to 210
+// buttons in 30 rows, up to 7 a row (3 for link buttons)".
+const (
+	MaxButtonTextLength  = 128
+	MaxButtonURLLength   = 2048
+	MaxLinkButtonsPerRow = 3
+	MaxButtonRows        = 30
+)
+
+// LinkButton is a button that opens a URL (schema LinkButton).
+type LinkButton struct {
+	// Text is the label, 1..128 characters.
+	Text string
+	// URL is opened when the button is pressed, at most 2048 characters.
+	URL string
 }
 
 // newMessageBody is the schema's NewMessageBody, as far as it is used.
 type newMessageBody struct {
-	Text   string `json:"text"`
-	Format Format `json:"format,omitempty"`
+	Text        string              `json:"text"`
+	Format      Format              `json:"format,omitempty"`
+	Attachments []attachmentRequest `json:"attachments,omitempty"`
 	// Notify is sent only when false: MAX's default is true.
 	Notify *bool `json:"notify,omitempty"`
+}
+
+// attachmentRequest is the schema's AttachmentRequest: an image
+// (PhotoAttachmentRequest) or an inline keyboard
+// (InlineKeyboardAttachmentRequest).
+type attachmentRequest struct {
+	Type    string `json:"type"`
+	Payload any    `json:"payload"`
+}
+
+// imagePayload is the schema's PhotoAttachmentRequestPayload by URL.
+type imagePayload struct {
+	URL string `json:"url"`
+}
+
+// keyboardPayload is the schema's InlineKeyboardAttachmentRequestPayload.
+type keyboardPayload struct {
+	Buttons [][]linkButton `json:"buttons"`
+}
+
+// linkButton is the schema's LinkButton.
+type linkButton struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+	URL  string `json:"url"`
+}
+
+// attachments returns the request's attachments: the image first, then the
+// keyboard.
+func (p SendMessageParams) attachments() []attachmentRequest {
+	var a []attachmentRequest
+	if p.ImageURL != "" {
+		a = append(a, attachmentRequest{Type: "image", Payload: imagePayload{URL: p.ImageURL}})
+	}
+	if len(p.Buttons) > 0 {
+		k := keyboardPayload{Buttons: make([][]linkButton, len(p.Buttons))}
+		for i, row := range p.Buttons {
+			k.Buttons[i] = make([]linkButton, len(row))
+			for j, b := range row {
+				k.Buttons[i][j] = linkButton{Type: "link", Text: b.Text, URL: b.URL}
+			}
+		}
+		a = append(a, attachmentRequest{Type: "inline_keyboard", Payload: k})
+	}
+	return a
 }
 
 // Message is the part of MAX's Message object the pipeline keeps. Its

@@ -88,7 +88,10 @@ type Notification struct {
 	// first line of the text.
 	Subject string `json:"subject,omitempty"`
 	// Text is the message: 1..4096 characters as Telegram counts them (after
-	// markup is parsed; 4000 when MAX is on the route), at most 64 KiB raw.
+	// markup is parsed; 4000 when MAX is on the route without a MAX body;
+	// 1024 when it is the caption of a Photo sent to Telegram), at most 64
+	// KiB raw. It is Telegram's text, and every other channel's unless
+	// Bodies gives that channel its own.
 	Text string `json:"text"`
 	// ParseMode is how Telegram parses markup in Text.
 	ParseMode ParseMode `json:"parse_mode,omitempty"`
@@ -104,6 +107,31 @@ type Notification struct {
 	// CreatedAt is when the notification was enqueued. [Enqueue] sets it when
 	// it is zero.
 	CreatedAt time.Time `json:"created_at"`
+
+	// The fields below are rich content (payload version 3; see
+	// rich.go). A worker that does not know version 3 refuses such a
+	// payload as poison rather than send it without them.
+
+	// Buttons are link buttons under the message, in rows: Telegram's
+	// inline keyboard, MAX's inline_keyboard attachment, links at the end
+	// of an email, the first http(s) one in an SMS.
+	Buttons [][]Button `json:"buttons,omitempty"`
+	// Photo is the URL (http or https) of a picture sent with the message:
+	// Telegram sends it with sendPhoto and Text as its caption, MAX as an
+	// image attachment, email as an image at the top. SMS leaves it out.
+	Photo string `json:"photo,omitempty"`
+	// MessageThreadID sends the Telegram message into a forum topic of
+	// the chat. Telegram only.
+	MessageThreadID int64 `json:"message_thread_id,omitempty"`
+	// LinkPreview controls the preview of a link in the text (Telegram's
+	// link_preview_options; MAX takes only Disabled). The zero value lets
+	// the messenger choose.
+	LinkPreview LinkPreview `json:"link_preview,omitzero"`
+	// Bodies are the message written for channels whose format differs
+	// from Telegram's (MAX, email, SMS), for example rendered from a
+	// template at enqueue (pkg/template). A channel without one converts
+	// Text.
+	Bodies Bodies `json:"bodies,omitzero"`
 }
 
 // FallbackNever is the FallbackAfter that never moves a notification on for
@@ -157,10 +185,16 @@ func (n *Notification) Validate() error {
 		return invalid("parse_mode", "unknown parse mode %q (want empty, %q or %q)", n.ParseMode, ParseModeHTML, ParseModeMarkdownV2)
 	}
 	limit, limitName := MaxTextLength, "Telegram's"
-	if slices.Contains(route, ChannelMax) {
+	if slices.Contains(route, ChannelMax) && n.Bodies.Max == nil {
 		limit, limitName = MaxMaxTextLength, "MAX's"
 	}
+	if n.Photo != "" && slices.Contains(route, ChannelTelegram) {
+		limit, limitName = MaxCaptionLength, "with a photo the text is Telegram's caption, whose"
+	}
 	if err := validateText(n.Text, n.ParseMode, limit, limitName); err != nil {
+		return err
+	}
+	if err := n.validateRich(route); err != nil {
 		return err
 	}
 	if len([]rune(n.Subject)) > MaxSubjectLength || strings.ContainsAny(n.Subject, "\r\n") {

@@ -13,10 +13,14 @@ import (
 // Version 1 carries a Telegram notification (chat_id). Version 2 adds the
 // other addresses (max_user_id, max_chat_id, email, phone), the route, the
 // fallback_after duration ("90s", "2m", or "never") and the email subject.
-// [Notification.MarshalPayload] writes the lowest version that carries the
-// notification, so a Telegram-only notification stays readable by a worker
-// that knows only version 1.
-const PayloadVersion = 2
+// Version 3 adds rich content: buttons, photo, message_thread_id,
+// link_preview and the per-channel bodies (the package documentation
+// describes each field). [Notification.MarshalPayload] writes the lowest
+// version that carries the notification, so a notification without rich
+// content stays readable by a worker that knows only version 2 (or 1),
+// and one with rich content is refused by such a worker, as poison, rather
+// than sent without it.
+const PayloadVersion = 3
 
 // MaxPayloadBytes bounds an encoded payload. A larger one cannot come from
 // this package and is rejected as invalid without being parsed.
@@ -42,6 +46,18 @@ func (n *Notification) version1() bool {
 		n.Email == "" && n.Phone == "" && n.FallbackAfter == 0 && n.Subject == ""
 }
 
+// version returns the lowest payload version that carries the normalized
+// notification.
+func (n *Notification) version() int {
+	switch {
+	case n.rich():
+		return 3
+	case n.version1():
+		return 1
+	}
+	return 2
+}
+
 // MarshalPayload validates the notification and encodes it as the versioned
 // JSON payload that the outbox stores and the publisher and worker carry.
 func (n Notification) MarshalPayload() ([]byte, error) {
@@ -49,11 +65,10 @@ func (n Notification) MarshalPayload() ([]byte, error) {
 	if err := n.Validate(); err != nil {
 		return nil, err
 	}
-	p := payload{V: 1, Notification: &n}
-	if n.version1() {
+	p := payload{V: n.version(), Notification: &n}
+	if p.V == 1 {
 		n.Route = nil // implied by channel
 	} else {
-		p.V = 2
 		n.Channel = "" // the route says it
 		switch {
 		case n.FallbackAfter == FallbackNever:
@@ -66,13 +81,20 @@ func (n Notification) MarshalPayload() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding notification %q: %w", n.Key, err)
 	}
+	if len(b) > MaxPayloadBytes {
+		// DecodePayload would refuse it: refuse it here, at enqueue.
+		return nil, invalid("payload", "is %d bytes long encoded, the limit is %d: shorten the text or the bodies", len(b), MaxPayloadBytes)
+	}
 	return b, nil
 }
 
 // DecodePayload parses and validates a payload written by MarshalPayload.
 // Malformed, oversized or invalid payloads return an error matching
-// [ErrInvalid]; a payload from a newer producer returns
-// [ErrUnsupportedPayloadVersion]. It never panics, whatever the input.
+// [ErrInvalid]; a payload from a newer producer returns a [*VersionError]
+// matching [ErrUnsupportedPayloadVersion], which names the version. A
+// payload that carries a field of a later version than it says (buttons
+// in a version 2 payload, say) is invalid: what this program would not
+// send must not be sent without. It never panics, whatever the input.
 func DecodePayload(b []byte) (Notification, error) {
 	if len(b) > MaxPayloadBytes {
 		return Notification{}, invalid("payload", "is %d bytes long, the limit is %d", len(b), MaxPayloadBytes)
@@ -92,7 +114,7 @@ func DecodePayload(b []byte) (Notification, error) {
 	case p.V < 0:
 		return Notification{}, invalid("v", "payload version %d is negative", p.V)
 	case p.V > PayloadVersion:
-		return Notification{}, fmt.Errorf("%w: %d (this program reads up to %d)", ErrUnsupportedPayloadVersion, p.V, PayloadVersion)
+		return Notification{}, &VersionError{Version: p.V, Newest: PayloadVersion}
 	}
 	if n.CreatedAt.IsZero() {
 		return Notification{}, invalid("created_at", "required")
@@ -102,6 +124,8 @@ func DecodePayload(b []byte) (Notification, error) {
 		return Notification{}, invalid("v", "version 1 carries a Telegram chat only; route, max_user_id, max_chat_id, email, phone, subject and fallback_after need version 2")
 	case p.V == 1 && n.ChatID == 0:
 		return Notification{}, invalid("chat_id", "required")
+	case p.V < 3 && n.rich():
+		return Notification{}, invalid("v", "version %d carries no buttons, photo, message_thread_id, link_preview or bodies; they need version 3", p.V)
 	case p.FallbackAfter == fallbackNever:
 		n.FallbackAfter = FallbackNever
 	case p.FallbackAfter != "":

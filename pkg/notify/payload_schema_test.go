@@ -100,6 +100,22 @@ func schemaCases() map[string]notify.Notification {
 			n.Phone, n.FallbackAfter = "+79991234567", 1500*time.Millisecond+3*time.Microsecond
 		}),
 		"v2 telegram with a subject": with(func(n *notify.Notification) { n.Subject = "Order" }),
+		"v3 everything":              richNotification(),
+		"v3 telegram button": with(func(n *notify.Notification) {
+			n.Buttons = [][]notify.Button{{{Text: "Bot", URL: "tg://resolve?domain=shop_bot"}}}
+		}),
+		"v3 photo": with(func(n *notify.Notification) {
+			n.Photo, n.Buttons = "https://cdn.shop.example/A1.jpg?w=600", [][]notify.Button{{{Text: "Track", URL: "HTTPS://shop.example/A1"}}}
+		}),
+		"v3 topic":            with(func(n *notify.Notification) { n.ChatID, n.MessageThreadID = -1001234567890, 42 }),
+		"v3 preview disabled": with(func(n *notify.Notification) { n.LinkPreview.Disabled = true }),
+		"v3 MAX buttons": {Key: "k:maxb", MaxUserID: 42, Text: "hi", CreatedAt: base.CreatedAt,
+			Buttons: [][]notify.Button{{{Text: "a", URL: "https://a.example"}, {Text: "b", URL: "https://b.example"}, {Text: "c", URL: "https://c.example"}}}},
+		"v3 bodies": with(func(n *notify.Notification) {
+			n.MaxChatID, n.Email, n.Phone = -5, "ann@example.com", "+79991234567"
+			n.Bodies = notify.Bodies{Max: &notify.MaxBody{Text: "**hi**", Format: notify.MaxFormatMarkdown},
+				Email: &notify.EmailBody{HTML: "<p>hi</p>", Text: "hi"}, SMS: &notify.SMSBody{Text: strings.Repeat("я", notify.MaxSMSBodyLength)}}
+		}),
 	}
 }
 
@@ -201,6 +217,37 @@ func randomNotification(r *rand.Rand, i int) notify.Notification {
 	if r.IntN(3) == 0 {
 		n.ExpiresAt = n.CreatedAt.Add(time.Duration(1+r.Int64N(1e12)) * time.Millisecond)
 	}
+	// Rich content (version 3), now and then.
+	if r.IntN(4) == 0 {
+		for row := range 1 + r.IntN(3) {
+			var buttons []notify.Button
+			for b := range 1 + r.IntN(3) {
+				url := fmt.Sprintf("https://shop.example/%d/%d?q=%d", row, b, r.IntN(100))
+				if r.IntN(4) == 0 {
+					url = "tg://resolve?domain=shop_bot"
+				}
+				buttons = append(buttons, notify.Button{Text: fmt.Sprintf("Button %d", b), URL: url})
+			}
+			n.Buttons = append(n.Buttons, buttons)
+		}
+	}
+	switch r.IntN(6) {
+	case 0:
+		n.Photo = fmt.Sprintf("https://cdn.shop.example/%d.jpg", i)
+	case 1:
+		n.LinkPreview = notify.LinkPreview{URL: "https://shop.example/", PreferLargeMedia: r.IntN(2) == 0, ShowAboveText: r.IntN(2) == 0}
+	case 2:
+		n.LinkPreview.Disabled = true
+	}
+	if n.ChatID != 0 && r.IntN(6) == 0 {
+		n.MessageThreadID = 1 + r.Int64N(1e6)
+	}
+	if r.IntN(4) == 0 {
+		n.Bodies.SMS = &notify.SMSBody{Text: "SMS " + n.Key}
+	}
+	if r.IntN(4) == 0 {
+		n.Bodies.Email = &notify.EmailBody{HTML: "<p>" + notify.EscapeHTML(n.Key) + "</p>", Text: n.Key}
+	}
 	return n
 }
 
@@ -212,7 +259,7 @@ func TestPayloadSchemaRejects(t *testing.T) {
 	const created = `"created_at":"2026-01-01T00:00:00Z"`
 	for _, tc := range []struct{ name, payload string }{
 		{"no version", `{"key":"k","chat_id":1,"text":"t",` + created + `}`},
-		{"future version", `{"v":3,"key":"k","chat_id":1,"text":"t",` + created + `}`},
+		{"future version", `{"v":4,"key":"k","chat_id":1,"text":"t",` + created + `}`},
 		{"no key", `{"v":1,"chat_id":1,"text":"t",` + created + `}`},
 		{"key with a space", `{"v":1,"key":"a b","chat_id":1,"text":"t",` + created + `}`},
 		{"no created_at", `{"v":1,"key":"k","chat_id":1,"text":"t"}`},
@@ -233,6 +280,26 @@ func TestPayloadSchemaRejects(t *testing.T) {
 		{"v2 bad fallback", `{"v":2,"key":"k","email":"a@b.co","fallback_after":"soon","text":"t",` + created + `}`},
 		{"v2 two-line subject", `{"v":2,"key":"k","email":"a@b.co","subject":"a\nb","text":"t",` + created + `}`},
 		{"unknown field", `{"v":1,"key":"k","chat_id":1,"text":"t","chatid":2,` + created + `}`},
+		{"v2 with buttons", `{"v":2,"key":"k","chat_id":1,"buttons":[[{"text":"a","url":"https://a.example"}]],"text":"t",` + created + `}`},
+		{"v1 with a photo", `{"v":1,"key":"k","chat_id":1,"photo":"https://a.example/p.jpg","text":"t",` + created + `}`},
+		{"v2 with bodies", `{"v":2,"key":"k","phone":"+79991234567","bodies":{"sms":{"text":"x"}},"text":"t",` + created + `}`},
+		{"v3 javascript button", `{"v":3,"key":"k","chat_id":1,"buttons":[[{"text":"a","url":"javascript:alert(1)"}]],"text":"t",` + created + `}`},
+		{"v3 relative button", `{"v":3,"key":"k","chat_id":1,"buttons":[[{"text":"a","url":"/orders/A1"}]],"text":"t",` + created + `}`},
+		{"v3 button with a space", `{"v":3,"key":"k","chat_id":1,"buttons":[[{"text":"a","url":"https://a.example/a b"}]],"text":"t",` + created + `}`},
+		{"v3 empty label", `{"v":3,"key":"k","chat_id":1,"buttons":[[{"text":" ","url":"https://a.example"}]],"text":"t",` + created + `}`},
+		{"v3 two-line label", `{"v":3,"key":"k","chat_id":1,"buttons":[[{"text":"a\nb","url":"https://a.example"}]],"text":"t",` + created + `}`},
+		{"v3 empty row", `{"v":3,"key":"k","chat_id":1,"buttons":[[]],"text":"t",` + created + `}`},
+		{"v3 nine a row", `{"v":3,"key":"k","chat_id":1,"buttons":[[` + strings.TrimSuffix(strings.Repeat(`{"text":"a","url":"https://a.example"},`, 9), ",") + `]],"text":"t",` + created + `}`},
+		{"v3 four a row with MAX", `{"v":3,"key":"k","max_user_id":1,"buttons":[[` + strings.TrimSuffix(strings.Repeat(`{"text":"a","url":"https://a.example"},`, 4), ",") + `]],"text":"t",` + created + `}`},
+		{"v3 photo over tg", `{"v":3,"key":"k","chat_id":1,"photo":"tg://x","text":"t",` + created + `}`},
+		{"v3 thread without a chat", `{"v":3,"key":"k","email":"a@b.co","message_thread_id":3,"text":"t",` + created + `}`},
+		{"v3 negative thread", `{"v":3,"key":"k","chat_id":-1001234567890,"message_thread_id":-3,"text":"t",` + created + `}`},
+		{"v3 preview with a photo", `{"v":3,"key":"k","chat_id":1,"photo":"https://a.example/p.jpg","link_preview":{"show_above_text":true},"text":"t",` + created + `}`},
+		{"v3 preview disabled and not", `{"v":3,"key":"k","chat_id":1,"link_preview":{"disabled":true,"url":"https://a.example"},"text":"t",` + created + `}`},
+		{"v3 small and large", `{"v":3,"key":"k","chat_id":1,"link_preview":{"prefer_small_media":true,"prefer_large_media":true},"text":"t",` + created + `}`},
+		{"v3 MAX format", `{"v":3,"key":"k","max_user_id":1,"bodies":{"max":{"text":"x","format":"HTML"}},"text":"t",` + created + `}`},
+		{"v3 half an email", `{"v":3,"key":"k","email":"a@b.co","bodies":{"email":{"html":"<p>x</p>"}},"text":"t",` + created + `}`},
+		{"v3 long SMS", `{"v":3,"key":"k","phone":"+79991234567","bodies":{"sms":{"text":"` + strings.Repeat("x", 1601) + `"}},"text":"t",` + created + `}`},
 		{"bad priority", `{"v":1,"key":"k","chat_id":1,"text":"t","priority":"urgent",` + created + `}`},
 		{"bad parse mode", `{"v":1,"key":"k","chat_id":1,"text":"t","parse_mode":"Markdown",` + created + `}`},
 	} {

@@ -81,7 +81,7 @@ func TestDecodePayloadRejects(t *testing.T) {
 		{"trailing", `{"v":1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"} {}`, notify.ErrInvalid, "payload"},
 		{"no version", `{"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
 		{"negative version", `{"v":-1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
-		{"future version", `{"v":3,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrUnsupportedPayloadVersion, ""},
+		{"future version", `{"v":4,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrUnsupportedPayloadVersion, ""},
 		{"v1 with an email", `{"v":1,"key":"k","chat_id":1,"email":"a@b.co","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
 		{"v2 without address", `{"v":2,"key":"k","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "chat_id"},
 		{"v2 bad email", `{"v":2,"key":"k","email":"Ann <a@b.co>","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "email"},
@@ -118,7 +118,7 @@ func FuzzDecodePayload(f *testing.F) {
 		n.ParseMode, n.Text, n.ChatID = notify.ParseModeHTML, "<b>x</b> &amp;", -100123
 		n.ExpiresAt = n.CreatedAt.Add(time.Minute)
 		return n
-	}()} {
+	}(), richNotification()} {
 		b, err := n.MarshalPayload()
 		if err != nil {
 			f.Fatal(err)

@@ -64,8 +64,9 @@ func (o Options) withDefaults() Options {
 //   - foreign_keys=ON, for the application's own tables.
 //   - journal_size_limit: the -wal file is truncated back after checkpoints.
 //
-// The outbox table uses AUTOINCREMENT ids, so an id is never reused after a
-// delete and the publisher's "last published id" cursor never skips a row.
+// An outbox id is never reused (the newest row is never deleted, see the
+// package's Schema section), so the publisher's "last published id" cursor
+// never skips a row.
 //
 // A file that is not an SQLite database is refused with [ErrNotSQLite]; a
 // database migrated by a newer version of this package with [ErrSchemaTooNew].

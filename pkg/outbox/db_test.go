@@ -13,7 +13,7 @@ import (
 )
 
 // openDB opens a fresh outbox database in a temporary directory.
-func openDB(t *testing.T) (*sql.DB, string) {
+func openDB(t testing.TB) (*sql.DB, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outbox.db")
 	db, err := outbox.Open(context.Background(), path, outbox.Options{})
@@ -57,8 +57,14 @@ func TestOpenSettings(t *testing.T) {
 	if err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'outbox'`).Scan(&sqlText); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(sqlText, "AUTOINCREMENT") {
-		t.Errorf("outbox table is not AUTOINCREMENT: %s", sqlText)
+	// Ids are never reused without AUTOINCREMENT (which would rewrite
+	// sqlite_sequence in every enqueue): the newest row cannot be deleted.
+	if strings.Contains(sqlText, "AUTOINCREMENT") {
+		t.Errorf("outbox table is AUTOINCREMENT: %s", sqlText)
+	}
+	var trigger string
+	if err := db.QueryRowContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'outbox'`).Scan(&trigger); err != nil || trigger != "outbox_keep_newest" {
+		t.Errorf("trigger on outbox: %q, %v; want outbox_keep_newest", trigger, err)
 	}
 }
 

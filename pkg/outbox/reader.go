@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tgnotify/tgnotify/pkg/notify"
@@ -28,9 +27,6 @@ type Row struct {
 	CreatedAt time.Time
 }
 
-// IDRange is an inclusive range of outbox ids.
-type IDRange struct{ From, To int64 }
-
 // Backlog describes the pending part of the outbox.
 type Backlog struct {
 	// Pending is the number of rows not yet published.
@@ -44,28 +40,21 @@ type Backlog struct {
 // order, marks them published, purges old published rows and reports the
 // backlog. All its statements are short, so it never starves WAL checkpoints.
 //
-// The outbox has no index on pending rows (it would slow every enqueue), so a
-// Reader keeps a low-water mark: an id at or below which every row is known
-// to be published. It only ever rises, because new rows always get higher ids
-// and a published row never becomes pending again; every scan starts above
-// it. Only the first scan of a Reader's life walks the published rows.
+// What is published is a prefix of the table: the publisher publishes rows
+// in id order and marks a row only after every row before it. Each marking
+// transaction adds one row to outbox_marks, (upto, at): every outbox row
+// with id <= upto was published by then. The rows after the highest upto
+// are the pending ones, so reading them is a range scan of the primary key,
+// and marking writes one small row however many rows it covers.
 type Reader struct {
-	db       *sql.DB
-	lowWater atomic.Int64
+	db *sql.DB
 }
 
 // NewReader returns a Reader over a database opened with [Open].
 func NewReader(db *sql.DB) *Reader { return &Reader{db: db} }
 
-// raiseLowWater records that every row with id <= id is published.
-func (r *Reader) raiseLowWater(id int64) {
-	for {
-		cur := r.lowWater.Load()
-		if id <= cur || r.lowWater.CompareAndSwap(cur, id) {
-			return
-		}
-	}
-}
+// publishedUpTo is the SQL of the highest published id, 0 when none is.
+const publishedUpTo = `(SELECT COALESCE(MAX(upto), 0) FROM outbox_marks)`
 
 // Pending returns up to limit pending rows with id greater than afterID, in
 // id order. Ids commit in order (SQLite has one writer at a time and ids are
@@ -76,28 +65,29 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 		return nil, fmt.Errorf("reading pending rows: limit %d must be positive", limit)
 	}
 	rows, err := r.db.QueryContext(ctx, `SELECT id, key, channel, recipient, recipient_token, payload, created_at
-		FROM outbox WHERE id > ? AND published_at IS NULL ORDER BY id LIMIT ?`, max(afterID, r.lowWater.Load()), limit)
+		FROM outbox WHERE id > MAX(?, `+publishedUpTo+`) ORDER BY id LIMIT ?`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading pending rows after id %d: %w", afterID, err)
 	}
 	defer rows.Close()
 	out := make([]Row, 0, min(limit, 1024))
+	// The scan destinations are declared once: Scan takes their addresses,
+	// so declared in the loop each would be a heap allocation per row.
+	var (
+		id, chat, created int64
+		key, channel      string
+		token             sql.NullString
+		payload           []byte
+	)
 	for rows.Next() {
-		var (
-			row     Row
-			channel string
-			token   sql.NullString
-			created int64
-		)
-		if err := rows.Scan(&row.ID, &row.Key, &channel, &row.ChatID, &token, &row.Payload, &created); err != nil {
+		if err := rows.Scan(&id, &key, &channel, &chat, &token, &payload, &created); err != nil {
 			return nil, fmt.Errorf("scanning pending row: %w", err)
 		}
-		row.Channel = notify.Channel(channel)
-		row.Recipient = token.String
+		row := Row{ID: id, Key: key, Channel: notify.Channel(channel), ChatID: chat, Recipient: token.String,
+			Payload: payload, CreatedAt: time.Unix(0, created).UTC()}
 		if !token.Valid { // written by schema version 1: a Telegram chat
-			row.Recipient = strconv.FormatInt(row.ChatID, 10)
+			row.Recipient = strconv.FormatInt(chat, 10)
 		}
-		row.CreatedAt = time.Unix(0, created).UTC()
 		out = append(out, row)
 	}
 	if err := rows.Err(); err != nil {
@@ -106,50 +96,38 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 	return out, nil
 }
 
-// MarkPublished marks every pending row whose id falls in one of the ranges
-// as published at the given time, in one transaction, and returns how many
-// rows it changed. Rows already marked are left alone.
-func (r *Reader) MarkPublished(ctx context.Context, at time.Time, ranges ...IDRange) (int64, error) {
-	if len(ranges) == 0 {
-		return 0, nil
+// MarkPublished records that every row with id <= upto is published, as of
+// at, in one transaction that writes one row of outbox_marks. The caller
+// guarantees the prefix: it has published every row up to upto. Marking an
+// id at or below what is already marked changes nothing.
+func (r *Reader) MarkPublished(ctx context.Context, at time.Time, upto int64) error {
+	if upto <= 0 {
+		return fmt.Errorf("marking rows published: id %d must be positive", upto)
 	}
-	tx, err := r.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("marking rows published: %w", err)
+	if _, err := r.db.ExecContext(ctx, `INSERT INTO outbox_marks (upto, at)
+		SELECT ?1, ?2 WHERE ?1 > `+publishedUpTo, upto, at.UnixNano()); err != nil {
+		return fmt.Errorf("marking rows up to %d published: %w", upto, err)
 	}
-	defer tx.Rollback()
-	var total int64
-	for _, rg := range ranges {
-		if rg.From > rg.To {
-			return 0, fmt.Errorf("marking rows published: empty range %d..%d", rg.From, rg.To)
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE outbox SET published_at = ?
-			WHERE id BETWEEN ? AND ? AND published_at IS NULL`, at.UnixNano(), rg.From, rg.To)
-		if err != nil {
-			return 0, fmt.Errorf("marking rows %d..%d published: %w", rg.From, rg.To, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, fmt.Errorf("marking rows %d..%d published: %w", rg.From, rg.To, err)
-		}
-		total += n
+	return nil
+}
+
+// PublishedUpTo returns the highest id marked published: every row with an
+// id up to it is published, every row after it pending. It is 0 when
+// nothing was marked.
+func (r *Reader) PublishedUpTo(ctx context.Context) (int64, error) {
+	var upto int64
+	if err := r.db.QueryRowContext(ctx, `SELECT `+publishedUpTo).Scan(&upto); err != nil {
+		return 0, fmt.Errorf("reading the published prefix: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("committing published marks: %w", err)
-	}
-	for _, rg := range ranges {
-		// Every row in the range is published now; when the range touches
-		// the low-water mark the mark can move past it.
-		if rg.From <= r.lowWater.Load()+1 {
-			r.raiseLowWater(rg.To)
-		}
-	}
-	return total, nil
+	return upto, nil
 }
 
 // Purge deletes rows published before olderThan, chunk rows per transaction
 // so the writer lock is never held for long, until none is left or ctx ends.
-// It returns the number of rows deleted.
+// It returns the number of rows deleted. It never deletes the row with the
+// highest id (the trigger outbox_keep_newest would refuse): SQLite numbers a
+// new row max(id)+1, and that row keeps new ids above every id ever used.
+// The records of markings older than olderThan go too, except the newest.
 //
 // Keep the retention longer than any application retry horizon: once a row
 // is purged its key is forgotten by the outbox (the worker's delivery record
@@ -158,11 +136,14 @@ func (r *Reader) Purge(ctx context.Context, olderThan time.Time, chunk int) (int
 	if chunk <= 0 {
 		return 0, fmt.Errorf("purging published rows: chunk %d must be positive", chunk)
 	}
+	cutoff := olderThan.UnixNano()
 	var total int64
 	for {
 		res, err := r.db.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (
-			SELECT id FROM outbox WHERE published_at IS NOT NULL AND published_at < ? LIMIT ?)`,
-			olderThan.UnixNano(), chunk)
+			SELECT id FROM outbox
+			WHERE id <= (SELECT COALESCE(MAX(upto), 0) FROM outbox_marks WHERE at < ?1)
+			  AND id < (SELECT MAX(id) FROM outbox)
+			ORDER BY id LIMIT ?2)`, cutoff, chunk)
 		if err != nil {
 			return total, fmt.Errorf("purging published rows: %w", err)
 		}
@@ -172,38 +153,36 @@ func (r *Reader) Purge(ctx context.Context, olderThan time.Time, chunk int) (int
 		}
 		total += n
 		if n < int64(chunk) {
-			return total, nil
+			break
 		}
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
 	}
+	if _, err := r.db.ExecContext(ctx, `DELETE FROM outbox_marks
+		WHERE at < ? AND upto < `+publishedUpTo, cutoff); err != nil {
+		return total, fmt.Errorf("purging markings: %w", err)
+	}
+	return total, nil
 }
 
-// Backlog reports how many rows are pending and how old the oldest is, and
-// raises the Reader's low-water mark to just below the oldest pending row.
+// Backlog reports how many rows are pending and how old the oldest is.
 func (r *Reader) Backlog(ctx context.Context) (Backlog, error) {
-	// One statement, so the count, the first pending id and the highest id
-	// come from the same snapshot.
+	// One statement, so the count and the oldest row come from the same
+	// snapshot.
 	var (
-		b              Backlog
-		first, created sql.NullInt64
-		maxID          int64
+		b       Backlog
+		created sql.NullInt64
 	)
-	err := r.db.QueryRowContext(ctx, `SELECT
-			(SELECT COUNT(*) FROM outbox WHERE id > ?1 AND published_at IS NULL),
-			(SELECT id FROM outbox WHERE id > ?1 AND published_at IS NULL ORDER BY id LIMIT 1),
-			(SELECT created_at FROM outbox WHERE id > ?1 AND published_at IS NULL ORDER BY id LIMIT 1),
-			(SELECT COALESCE(MAX(id), 0) FROM outbox)`, r.lowWater.Load()).Scan(&b.Pending, &first, &created, &maxID)
+	err := r.db.QueryRowContext(ctx, `WITH p(upto) AS (SELECT `+publishedUpTo+`)
+		SELECT (SELECT COUNT(*) FROM outbox, p WHERE id > p.upto),
+			(SELECT created_at FROM outbox, p WHERE id > p.upto ORDER BY id LIMIT 1)`).Scan(&b.Pending, &created)
 	if err != nil {
 		return Backlog{}, fmt.Errorf("measuring the backlog: %w", err)
 	}
-	if !first.Valid {
-		r.raiseLowWater(maxID)
-		return Backlog{}, nil
+	if created.Valid {
+		b.Oldest = time.Unix(0, created.Int64).UTC()
 	}
-	r.raiseLowWater(first.Int64 - 1)
-	b.Oldest = time.Unix(0, created.Int64).UTC()
 	return b, nil
 }
 

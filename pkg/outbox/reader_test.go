@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,18 +55,20 @@ func TestPendingInIDOrderAfterCursor(t *testing.T) {
 	}
 }
 
-func TestMarkPublishedRanges(t *testing.T) {
+func TestMarkPublishedPrefix(t *testing.T) {
 	db, _ := openDB(t)
 	r := outbox.NewReader(db)
 	ctx := context.Background()
 	enqueueN(t, db, 1, 10)
-	n, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 1, To: 3}, outbox.IDRange{From: 6, To: 6})
-	if err != nil || n != 4 {
-		t.Fatalf("MarkPublished = %d, %v; want 4", n, err)
+	if err := r.MarkPublished(ctx, time.Now(), 6); err != nil {
+		t.Fatal(err)
 	}
-	// Marking again changes nothing.
-	if n, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 1, To: 6}); err != nil || n != 2 {
-		t.Fatalf("second MarkPublished = %d, %v; want 2 (rows 4 and 5)", n, err)
+	// Marking a lower id changes nothing.
+	if err := r.MarkPublished(ctx, time.Now(), 3); err != nil {
+		t.Fatal(err)
+	}
+	if upto, err := r.PublishedUpTo(ctx); err != nil || upto != 6 {
+		t.Fatalf("PublishedUpTo = %d, %v; want 6", upto, err)
 	}
 	rows, err := r.Pending(ctx, 0, 100)
 	if err != nil {
@@ -74,8 +77,20 @@ func TestMarkPublishedRanges(t *testing.T) {
 	if got := ids(rows); fmt.Sprint(got) != "[7 8 9 10]" {
 		t.Fatalf("pending after marks = %v, want [7 8 9 10]", got)
 	}
-	if _, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 5, To: 4}); err == nil {
-		t.Fatal("MarkPublished with an empty range succeeded")
+	// A cursor ahead of the mark wins.
+	if rows, err := r.Pending(ctx, 8, 100); err != nil || fmt.Sprint(ids(rows)) != "[9 10]" {
+		t.Fatalf("Pending(8) = %v, %v; want [9 10]", ids(rows), err)
+	}
+	if err := r.MarkPublished(ctx, time.Now(), 0); err == nil {
+		t.Fatal("MarkPublished of id 0 succeeded")
+	}
+	// outbox_status shows when each row was published.
+	var published, pending int
+	if err := db.QueryRow(`SELECT COUNT(published_at), COUNT(*) - COUNT(published_at) FROM outbox_status`).Scan(&published, &pending); err != nil {
+		t.Fatal(err)
+	}
+	if published != 6 || pending != 4 {
+		t.Fatalf("outbox_status: %d published, %d pending; want 6 and 4", published, pending)
 	}
 }
 
@@ -88,7 +103,7 @@ func TestBacklog(t *testing.T) {
 		t.Fatalf("empty Backlog = %+v, %v", b, err)
 	}
 	enqueueN(t, db, 1, 5)
-	if _, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 1, To: 2}); err != nil {
+	if err := r.MarkPublished(ctx, time.Now(), 2); err != nil {
 		t.Fatal(err)
 	}
 	b, err = r.Backlog(ctx)
@@ -98,6 +113,12 @@ func TestBacklog(t *testing.T) {
 	if want := time.Unix(1_700_000_003, 0).UTC(); b.Pending != 3 || !b.Oldest.Equal(want) {
 		t.Fatalf("Backlog = %+v, want 3 pending, oldest %v", b, want)
 	}
+	if err := r.MarkPublished(ctx, time.Now(), 5); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r.Backlog(ctx); err != nil || b.Pending != 0 || !b.Oldest.IsZero() {
+		t.Fatalf("Backlog = %+v, %v; want empty", b, err)
+	}
 }
 
 func TestPurgeOnlyOldPublishedRows(t *testing.T) {
@@ -106,10 +127,10 @@ func TestPurgeOnlyOldPublishedRows(t *testing.T) {
 	ctx := context.Background()
 	enqueueN(t, db, 1, 25)
 	old := time.Now().Add(-48 * time.Hour)
-	if _, err := r.MarkPublished(ctx, old, outbox.IDRange{From: 1, To: 20}); err != nil {
+	if err := r.MarkPublished(ctx, old, 20); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 21, To: 22}); err != nil {
+	if err := r.MarkPublished(ctx, time.Now(), 22); err != nil {
 		t.Fatal(err)
 	}
 	n, err := r.Purge(ctx, time.Now().Add(-24*time.Hour), 7) // 3 chunks: 7+7+6
@@ -119,14 +140,55 @@ func TestPurgeOnlyOldPublishedRows(t *testing.T) {
 	if got := countRows(t, db); got != 5 {
 		t.Fatalf("%d rows left, want 5 (2 recent published, 3 pending)", got)
 	}
-	// Ids are never reused after a purge, so a cursor never skips new rows.
-	enqueueN(t, db, 100, 1)
-	rows, _ := r.Pending(ctx, 25, 10)
-	if len(rows) != 1 || rows[0].ID != 26 {
-		t.Fatalf("new row after purge has ids %v, want [26]", ids(rows))
+	var marks int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM outbox_marks`).Scan(&marks); err != nil || marks != 1 {
+		t.Fatalf("%d markings left (%v), want only the recent one", marks, err)
 	}
 	if _, err := r.Purge(ctx, time.Now(), 0); err == nil {
 		t.Fatal("Purge with chunk 0 succeeded")
+	}
+}
+
+// TestIDsAreNeverReused is what lets the outbox do without AUTOINCREMENT:
+// a purge that takes every published row leaves the newest, nobody can
+// delete it, and so a new row, enqueued after the publisher restarts, gets
+// an id above every id ever used and is found as pending.
+func TestIDsAreNeverReused(t *testing.T) {
+	db, path := openDB(t)
+	r := outbox.NewReader(db)
+	ctx := context.Background()
+	enqueueN(t, db, 1, 10)
+	if err := r.MarkPublished(ctx, time.Now().Add(-time.Hour), 10); err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.Purge(ctx, time.Now(), 3)
+	if err != nil || n != 9 {
+		t.Fatalf("Purge = %d, %v; want 9: every published row but the newest", n, err)
+	}
+	if _, err := db.Exec(`DELETE FROM outbox WHERE id = 10`); err == nil || !strings.Contains(err.Error(), "never deleted") {
+		t.Fatalf("deleting the newest row: %v, want the trigger to refuse", err)
+	}
+	if _, err := db.Exec(`DELETE FROM outbox`); err == nil {
+		t.Fatal("deleting every row succeeded, want the trigger to refuse")
+	}
+
+	// The publisher restarts: a new handle and a new Reader.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = outbox.Open(ctx, path, outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	r = outbox.NewReader(db)
+	enqueueN(t, db, 100, 3)
+	rows, err := r.Pending(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(ids(rows)); got != "[11 12 13]" {
+		t.Fatalf("pending after purge and restart = %s, want [11 12 13]", got)
 	}
 }
 
@@ -193,38 +255,4 @@ func ids(rows []outbox.Row) []int64 {
 		out[i] = r.ID
 	}
 	return out
-}
-
-// The low-water mark only ever skips published rows: rows enqueued after a
-// backlog measurement or a mark are still found, by this Reader and others.
-func TestLowWaterMarkNeverSkips(t *testing.T) {
-	db, _ := openDB(t)
-	r := outbox.NewReader(db)
-	ctx := context.Background()
-	enqueueN(t, db, 1, 5)
-	if _, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 1, To: 3}, outbox.IDRange{From: 5, To: 5}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := r.Backlog(ctx)
-	if err != nil || b.Pending != 1 {
-		t.Fatalf("Backlog = %+v, %v; want 1 pending (row 4)", b, err)
-	}
-	rows, err := r.Pending(ctx, 0, 10)
-	if err != nil || fmt.Sprint(ids(rows)) != "[4]" {
-		t.Fatalf("Pending(0) = %v, %v; want [4]", ids(rows), err)
-	}
-	if _, err := r.MarkPublished(ctx, time.Now(), outbox.IDRange{From: 4, To: 4}); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := r.Backlog(ctx); err != nil || b.Pending != 0 {
-		t.Fatalf("Backlog = %+v, %v; want empty", b, err)
-	}
-	enqueueN(t, db, 10, 2)
-	rows, err = r.Pending(ctx, 0, 10)
-	if err != nil || fmt.Sprint(ids(rows)) != "[6 7]" {
-		t.Fatalf("Pending(0) after new rows = %v, %v; want [6 7]", ids(rows), err)
-	}
-	if b, err := outbox.NewReader(db).Backlog(ctx); err != nil || b.Pending != 2 {
-		t.Fatalf("a fresh Reader's Backlog = %+v, %v; want 2 pending", b, err)
-	}
 }

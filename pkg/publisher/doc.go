@@ -8,30 +8,46 @@
 // channels, so reading, publishing and marking overlap:
 //
 //   - read: a batch of pending rows in id order after an in-memory cursor
-//     (the last id read, not the last id marked). When caught up it waits for
-//     another connection's commit, noticed within milliseconds by polling
-//     PRAGMA data_version, or for a slow fallback tick.
-//   - publish: each row is published asynchronously to
-//     notify.telegram.<chat_id> with Nats-Msg-Id set to its idempotency key,
-//     as a plain NATS publish whose reply subject routes the PubAck back to
-//     its batch; at most MaxInFlight rows wait for their PubAck.
-//   - ack: PubAcks are awaited in publish order; a duplicate PubAck (the
-//     stream already had the id) counts as published.
+//     (the last id read, not the last id marked). When caught up it says so
+//     and waits for another connection's commit, noticed within
+//     milliseconds by polling PRAGMA data_version, or for a slow fallback
+//     tick.
+//   - publish: each row is published to notify.<channel>.<recipient> with
+//     Nats-Msg-Id set to its idempotency key, as a message of a JetStream
+//     fast-ingest batch (ADR-50, nats-server 2.14+): a plain NATS publish
+//     whose reply subject carries the batch id, the message's sequence in
+//     the batch and the gap mode "fail". One batch is open at a time; it is
+//     ended when the read stage catches up, and the next starts only after
+//     the stream confirmed that it stored all of the previous one. Flow
+//     control bounds the messages in flight.
+//   - ack: rows are forwarded as the stream's flow acks, and each batch's
+//     final PubAck, acknowledge them, in order. A message whose id the
+//     stream already has is skipped by it and counts as stored.
 //   - mark: acknowledged rows are marked published, everything queued in one
-//     transaction.
+//     transaction that records the published prefix in one row.
 //
 // # Failures
 //
-// On any failure (publish error, missing PubAck, lost connection, database
-// error) the round stops: no new row is published, in-flight PubAcks settle,
-// only the acknowledged prefix is marked, and the next round starts after a
-// capped, jittered backoff from the first row that was not acknowledged. No
-// row is skipped. What the stream stored of a round is a prefix of it (one
-// connection delivers publishes in order, and the reconnect buffer is off, so
-// nothing published after a loss reaches the server before the round stops);
-// republishing from the first failure is de-duplicated by message id. See
-// docs/PUBLISHER.md for the ordering argument and its one residual risk,
-// which [Publisher] detects and counts (tgnotify_publisher_reordered_total).
+// On any failure (publish error, a batch that ended short, a missing
+// acknowledgement, lost connection, database error) the round stops: no new
+// row is published, the open batch is ended and settles, only the
+// acknowledged prefix is marked, and the next round starts after a capped,
+// jittered backoff from the first row that was not acknowledged. No row is
+// skipped.
+//
+// # Order
+//
+// In gap mode "fail" the stream accepts a message of a batch only right
+// after the previous one, and ends the batch at the first one missing, so
+// what a batch stored is a prefix of it, in order, even when NOTIFY's leader
+// changes in the middle of it. With one batch at a time and republishing from
+// the first unacknowledged row, the stream holds a prefix of the outbox in id
+// order: no chat is reordered (docs/PUBLISHER.md has the argument). A NOTIFY
+// that refuses batches (allow_batched off, a server older than 2.14) is
+// published to message by message, one PubAck each, where a leader election
+// can reorder a chat: [Publisher] then logs a warning, counts such rows
+// (tgnotify_publisher_reordered_total), reports the transport
+// (tgnotify_publisher_fast_batches) and tries batches again every minute.
 //
 // # One publisher per database
 //

@@ -19,3 +19,8 @@ var errConnectionLost = errors.New("NATS connection lost")
 // errShutdownTimeout fails the PubAcks still missing when the shutdown bound
 // passes.
 var errShutdownTimeout = errors.New("shutdown timeout passed before the PubAck arrived")
+
+// errRetryBatches ends a round of the message-by-message transport, while
+// it is idle, so that the next round tries fast-ingest batches again: the
+// stream may accept them by now (tgnotify provision enables allow_batched).
+var errRetryBatches = errors.New("trying fast-ingest batches again")

@@ -25,11 +25,14 @@ import (
 // env is a test bundle: an embedded NATS server, a client connection, and an
 // outbox database file with the application's own handle on it.
 type env struct {
-	srv  *natstest.Server
-	nc   *nats.Conn
-	js   natsjs.JetStream
-	path string
-	app  *sql.DB
+	srv *natstest.Server
+	nc  *nats.Conn
+	js  natsjs.JetStream
+	// admin is a connection of the test's own, separate from the
+	// publisher's nc (cluster tests only).
+	admin *nats.Conn
+	path  string
+	app   *sql.DB
 	// reader counts the backlog; one Reader keeps its low-water mark, so
 	// polling it walks only the rows still pending.
 	reader *outbox.Reader
@@ -102,6 +105,59 @@ func (e *env) pending(t testing.TB) int64 {
 		t.Fatalf("backlog: %v", err)
 	}
 	return b.Pending
+}
+
+// published reports whether the outbox row id is marked published.
+func (e *env) published(t testing.TB, id int64) bool {
+	t.Helper()
+	var n int
+	if err := e.app.QueryRow(`SELECT COUNT(*) FROM outbox_status WHERE id = ? AND published_at IS NOT NULL`, id).Scan(&n); err != nil {
+		t.Fatalf("reading row %d: %v", id, err)
+	}
+	return n == 1
+}
+
+// transport is one of the publisher's two ways to publish, chosen by the
+// stream's configuration.
+type transport struct {
+	name string
+	// create creates NOTIFY (and NOTIFY_DEAD) with replicas replicas so
+	// that the publisher uses this transport.
+	create func(ctx context.Context, js natsjs.JetStream, replicas int) error
+	// reportsDuplicates says whether the stream tells which messages were
+	// duplicates (only per-message PubAcks do).
+	reportsDuplicates bool
+}
+
+// prepare creates the streams of tr on e's single server.
+func (tr transport) prepare(t testing.TB, e *env) {
+	t.Helper()
+	if err := tr.create(context.Background(), e.js, 1); err != nil {
+		t.Fatalf("creating the streams: %v", err)
+	}
+}
+
+// transports are fast-ingest batches (NOTIFY as declared) and message by
+// message (NOTIFY without allow_batched, as an older declaration made it).
+var transports = []transport{
+	{name: "batches", create: func(ctx context.Context, js natsjs.JetStream, replicas int) error {
+		return jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{Replicas: replicas})
+	}},
+	{name: "messages", create: createWithoutBatches, reportsDuplicates: true},
+}
+
+// createWithoutBatches creates NOTIFY and NOTIFY_DEAD as declared, except
+// that NOTIFY does not accept fast-ingest batches.
+func createWithoutBatches(ctx context.Context, js natsjs.JetStream, replicas int) error {
+	s := jetstream.DefaultSettings()
+	s.Replicas = replicas
+	for _, cfg := range jetstream.Declare(s).Streams {
+		cfg.AllowBatchPublish = false
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("creating %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
 }
 
 // testOptions returns publisher options suited to tests: fast retries and lock
@@ -217,45 +273,59 @@ type storedMsg struct {
 	header  nats.Header
 }
 
-// streamMsgs reads every message of NOTIFY in stream order.
+// streamMsgs reads every message of NOTIFY in stream order. It tries again
+// while reading fails, as it does for a moment during a leader election.
 func streamMsgs(t testing.TB, js natsjs.JetStream) []storedMsg {
 	t.Helper()
+	var (
+		out []storedMsg
+		err error
+	)
+	natstest.WaitFor(t, time.Minute, func() bool {
+		out, err = readStream(js)
+		return err == nil
+	}, "reading NOTIFY")
+	return out
+}
+
+// readStream reads every message of NOTIFY in stream order.
+func readStream(js natsjs.JetStream) ([]storedMsg, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, jetstream.StreamNotify)
 	if err != nil {
-		t.Fatalf("stream: %v", err)
+		return nil, fmt.Errorf("stream: %w", err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		t.Fatalf("stream info: %v", err)
+		return nil, fmt.Errorf("stream info: %w", err)
 	}
 	total := info.State.Msgs
 	if total == 0 {
-		return nil
+		return nil, nil
 	}
 	c, err := s.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{})
 	if err != nil {
-		t.Fatalf("ordered consumer: %v", err)
+		return nil, fmt.Errorf("ordered consumer: %w", err)
 	}
 	out := make([]storedMsg, 0, total)
 	for uint64(len(out)) < total {
 		batch, err := c.Fetch(int(min(total-uint64(len(out)), 1000)), natsjs.FetchMaxWait(5*time.Second))
 		if err != nil {
-			t.Fatalf("fetch: %v", err)
+			return nil, fmt.Errorf("fetch: %w", err)
 		}
 		for m := range batch.Messages() {
 			md, err := m.Metadata()
 			if err != nil {
-				t.Fatalf("metadata: %v", err)
+				return nil, fmt.Errorf("metadata: %w", err)
 			}
 			out = append(out, storedMsg{seq: md.Sequence.Stream, subject: m.Subject(), key: m.Headers().Get(jetstream.HeaderKey), data: m.Data(), header: m.Headers()})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) {
-			t.Fatalf("fetch: %v", err)
+			return nil, fmt.Errorf("fetch: %w", err)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // streamCount returns the number of messages in NOTIFY, 0 if it is missing.

@@ -27,6 +27,7 @@ type metrics struct {
 	latency       prometheus.Histogram
 	batchSize     renamedHistogram
 	leader        prometheus.Gauge
+	batched       prometheus.Gauge
 
 	// oldestNanos is the creation time of the oldest pending row at the
 	// last backlog refresh, 0 when nothing was pending.
@@ -47,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts(opts("publish_errors_total",
 			"Publishes that failed (error, missing PubAck or lost connection); their rows stay pending and are retried."))),
 		reordered: prometheus.NewCounter(prometheus.CounterOpts(opts("reordered_total",
-			"Rows stored in the stream after a later row of the same chat (see docs/PUBLISHER.md, residual ordering risk)."))),
+			"Rows stored in the stream after a later row of the same chat while publishing message by message (fast_batches 0); batches cannot reorder (docs/PUBLISHER.md)."))),
 		purged: prometheus.NewCounter(prometheus.CounterOpts(opts("purged_total",
 			"Published rows deleted from the outbox after the retention."))),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -62,6 +63,8 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 		}, "batch_size"),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts(opts("is_leader",
 			"1 while this process holds the outbox lock and drains, 0 while it is a standby."))),
+		batched: prometheus.NewGauge(prometheus.GaugeOpts(opts("fast_batches",
+			"1 while the publisher publishes in fast-ingest batches, whose order a stream leader change cannot break; 0 while NOTIFY refuses them and it publishes message by message."))),
 	}
 	m.oldestAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("oldest_pending_age_seconds",
 		"Age of the oldest pending row at the last backlog refresh; 0 when none is pending.")),
@@ -77,7 +80,7 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.backlog.Gauge, m.backlog.old, m.oldestAge, m.published, m.duplicates,
-		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize.Histogram, m.batchSize.old, m.leader} {
+		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize.Histogram, m.batchSize.old, m.leader, m.batched} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -57,8 +57,10 @@ type Options struct {
 	// FallbackInterval is the slow tick that reads the outbox even when no
 	// commit was noticed. Default 1s.
 	FallbackInterval time.Duration
-	// AckTimeout is how long a PubAck may take before the publish counts as
-	// failed and the round restarts. Default 10s.
+	// AckTimeout is how long an acknowledgement may take (a flow ack or the
+	// final PubAck of a fast-ingest batch, a PubAck when publishing message
+	// by message) before the publish counts as failed and the round
+	// restarts. Default 10s.
 	AckTimeout time.Duration
 	// ShutdownTimeout bounds how long Run, once its context is cancelled,
 	// waits for in-flight PubAcks and the final marking. Default 10s.

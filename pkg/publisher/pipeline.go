@@ -90,6 +90,12 @@ type round struct {
 	p       *Publisher
 	watcher *outbox.CommitWatcher
 	start   int64
+	// batched selects the transport: fast-ingest batches (pipeline_batch.go),
+	// or message by message with a PubAck each (the fallback for a stream
+	// that does not accept batches).
+	batched bool
+	// msg is the publish stage's reusable message (batches).
+	msg *message
 
 	// readCtx ends when the round fails or ctx ends: it bounds reading and
 	// waiting for commits.
@@ -145,8 +151,8 @@ func (r *round) stopped() bool {
 
 // round runs the pipeline once from cursor and returns when every stage has
 // finished.
-func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cursor int64) roundResult {
-	r := &round{p: p, watcher: watcher, start: cursor, stop: make(chan struct{}), lost: make(chan struct{})}
+func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cursor int64, batched bool) roundResult {
+	r := &round{p: p, watcher: watcher, start: cursor, batched: batched, stop: make(chan struct{}), lost: make(chan struct{})}
 	r.readCtx, r.cancelRead = context.WithCancel(ctx)
 	defer r.cancelRead()
 	finishCtx, cancelFinish := context.WithCancel(context.WithoutCancel(ctx))
@@ -187,12 +193,18 @@ func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cu
 	}()
 
 	rowsCh := make(chan []outbox.Row, 1)
-	batches := make(chan *batch, p.opts.inFlightBatches())
 	acked := make(chan []outbox.Row, p.opts.markQueue())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.read(rowsCh) })
-	wg.Go(func() { r.publish(rowsCh, batches) })
-	wg.Go(func() { r.ack(batches, acked) })
+	if r.batched {
+		segments := make(chan segment, p.opts.inFlightBatches()+1)
+		wg.Go(func() { r.publishBatches(rowsCh, segments) })
+		wg.Go(func() { r.ackBatches(segments, acked) })
+	} else {
+		batches := make(chan *batch, p.opts.inFlightBatches())
+		wg.Go(func() { r.publish(rowsCh, batches) })
+		wg.Go(func() { r.ack(batches, acked) })
+	}
 	marked, last := r.mark(acked)
 	wg.Wait()
 
@@ -219,6 +231,8 @@ func (r *round) read(out chan<- []outbox.Row) {
 	ctx := r.readCtx
 	cursor := r.start
 	full := false
+	// sentRows is set while rows went out since the last caught-up marker.
+	sentRows := false
 	for {
 		// Poll data_version before a query that may come back empty, so
 		// that a commit racing with the query is noticed by the wait below.
@@ -249,6 +263,20 @@ func (r *round) read(out chan<- []outbox.Row) {
 		}
 		full = len(rows) == p.opts.BatchSize
 		if len(rows) == 0 {
+			if sentRows {
+				// Caught up: an empty slice tells the publish stage, which
+				// ends its open batch.
+				select {
+				case out <- nil:
+				case <-ctx.Done():
+					return
+				}
+				sentRows = false
+			}
+			if !r.batched && p.batchRetryDue() {
+				r.fail(errRetryBatches)
+				return
+			}
 			if _, err := r.watcher.Wait(ctx, p.opts.PollInterval, p.opts.FallbackInterval); err != nil {
 				if ctx.Err() == nil {
 					r.broken = true
@@ -264,6 +292,7 @@ func (r *round) read(out chan<- []outbox.Row) {
 		case <-ctx.Done():
 			return
 		}
+		sentRows = true
 		cursor = rows[len(rows)-1].ID
 	}
 }
@@ -276,6 +305,9 @@ func (r *round) publish(in <-chan []outbox.Row, out chan<- *batch) {
 	defer close(out)
 	p := r.p
 	for rows := range in {
+		if len(rows) == 0 {
+			continue // the caught-up marker is for batches
+		}
 		b := newBatch(rows)
 		reply := p.acks.register(b)
 		for i, row := range rows {
@@ -431,24 +463,26 @@ func (r *round) noteAck(row outbox.Row, res ackResult) {
 		delete(p.atRisk, row.ID)
 		if !res.dup {
 			p.metrics.reordered.Inc()
-			p.log.Warn("notification stored after a later notification of the same chat",
-				"row", row.ID, "key", row.Key, "chat_id", row.ChatID, "stream_seq", res.seq)
+			p.log.Warn("notification stored after a later notification of the same recipient",
+				"row", row.ID, "key", row.Key, "channel", string(row.Channel), "recipient", row.Recipient, "stream_seq", res.seq)
 		}
 	}
 }
 
-// noteAtRisk records the failed publishes that a later row of the same chat
-// overtook: the later row is stored, the failed one will be published again
-// and, unless the stream turns out to have it after all (a duplicate), will
-// be stored after it.
+// noteAtRisk records the failed publishes that a later row of the same
+// recipient (the same subject) overtook: the later row is stored, the failed
+// one will be published again and, unless the stream turns out to have it
+// after all (a duplicate), will be stored after it.
 func (r *round) noteAtRisk(after []settled) {
-	later := make(map[int64]bool)
+	type recipient struct{ channel, token string }
+	later := make(map[recipient]bool)
 	for i := len(after) - 1; i >= 0; i-- {
 		s := after[i]
+		to := recipient{string(s.row.Channel), s.row.Recipient}
 		switch {
 		case s.ok:
-			later[s.row.ChatID] = true
-		case later[s.row.ChatID]:
+			later[to] = true
+		case later[to]:
 			r.p.atRisk[s.row.ID] = struct{}{}
 		}
 	}
@@ -493,38 +527,39 @@ func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
 				continue
 			}
 		}
-		// The chunks are consecutive pieces of the acknowledged prefix, and
-		// no pending row lies between two of them (each read continued from
-		// the previous one's last id, and ids commit in order), so one range
-		// from the first id to the last covers exactly these rows.
+		// The chunks are consecutive pieces of the acknowledged prefix of
+		// the round, which starts after the last row marked: every row up
+		// to the last id of the last chunk is published (no pending row
+		// lies between two chunks, as each read continued from the previous
+		// one's last id, and ids commit in order). One marking covers them.
 		n := 0
 		for _, c := range chunks {
 			n += len(c)
 		}
-		rg := outbox.IDRange{From: chunks[0][0].ID, To: chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].ID}
-		if err := r.markRange(rg); err != nil {
+		upto := chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].ID
+		if err := r.markUpTo(upto); err != nil {
 			broken = true
 			r.fail(err)
 			continue
 		}
 		marked += int64(n)
-		last = rg.To
+		last = upto
 		p.metrics.published.Add(float64(n))
 	}
 	return marked, last
 }
 
-// markRange marks the range published in one transaction, retrying while
-// SQLite is busy, until finishCtx ends.
-func (r *round) markRange(rg outbox.IDRange) error {
+// markUpTo marks every row up to id upto published in one transaction,
+// retrying while SQLite is busy, until finishCtx ends.
+func (r *round) markUpTo(upto int64) error {
 	p := r.p
 	for {
-		_, err := p.reader.MarkPublished(r.finishCtx, p.opts.Now(), rg)
+		err := p.reader.MarkPublished(r.finishCtx, p.opts.Now(), upto)
 		if err == nil {
 			return nil
 		}
 		if !outbox.IsBusy(err) || !sleepCtx(r.finishCtx, busyRetry) {
-			return fmt.Errorf("marking rows %d..%d published: %w", rg.From, rg.To, err)
+			return fmt.Errorf("marking rows up to %d published: %w", upto, err)
 		}
 	}
 }

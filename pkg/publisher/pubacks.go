@@ -37,6 +37,10 @@ type ackResult struct {
 // message the reply subject <inbox>.<batch>.<index>, with one subscription
 // on <inbox>.>, and finds the batch in a small map keyed by batch number.
 //
+// The same subscription receives the replies of fast-ingest batches
+// (fastbatch.go), whose reply subjects end in .$FI; they are routed by
+// batch id.
+//
 // A reply for a batch no longer registered (it timed out, or its round
 // ended) is ignored: the row is published again and de-duplicated.
 type ackRouter struct {
@@ -46,13 +50,14 @@ type ackRouter struct {
 	mu      sync.Mutex
 	next    uint64
 	batches map[uint64]*batch
+	fast    map[string]*fastBatch
 }
 
 // newAckRouter subscribes to a fresh inbox on nc. The subscription is
 // registered with the server before any publish on the same connection, and
 // nats.go restores it after a reconnect.
 func newAckRouter(nc *nats.Conn) (*ackRouter, error) {
-	r := &ackRouter{inbox: nc.NewInbox(), batches: make(map[uint64]*batch)}
+	r := &ackRouter{inbox: nc.NewInbox(), batches: make(map[uint64]*batch), fast: make(map[string]*fastBatch)}
 	sub, err := nc.Subscribe(r.inbox+".>", r.handle)
 	if err != nil {
 		return nil, fmt.Errorf("subscribing to PubAcks: %w", err)
@@ -93,11 +98,43 @@ func (r *ackRouter) forget(b *batch) int {
 	return b.published - b.resolved
 }
 
+// openFast registers a new fast-ingest batch that asks for a flow ack at
+// least every flow messages. Its id is unique: the inbox's own unique token
+// and a counter.
+func (r *ackRouter) openFast(flow uint16) *fastBatch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next++
+	token := r.inbox[strings.LastIndexByte(r.inbox, '.')+1:]
+	b := newFastBatch(r.inbox, token+"x"+strconv.FormatUint(r.next, 36), flow)
+	r.fast[b.id] = b
+	return b
+}
+
+// forgetFast stops routing replies to b.
+func (r *ackRouter) forgetFast(b *fastBatch) {
+	r.mu.Lock()
+	if r.fast[b.id] == b {
+		delete(r.fast, b.id)
+	}
+	r.mu.Unlock()
+}
+
 // handle is the subscription's handler: it parses the reply subject and the
 // PubAck and records the outcome.
 func (r *ackRouter) handle(m *nats.Msg) {
 	rest, ok := strings.CutPrefix(m.Subject, r.inbox+".")
 	if !ok {
+		return
+	}
+	if strings.HasSuffix(rest, fastSuffix) {
+		id, _, _ := strings.Cut(rest, ".")
+		r.mu.Lock()
+		b := r.fast[id]
+		r.mu.Unlock()
+		if b != nil {
+			b.handle(m)
+		}
 		return
 	}
 	seqText, idxText, ok := strings.Cut(rest, ".")

@@ -41,6 +41,11 @@ type Publisher struct {
 	running atomic.Bool
 	leader  atomic.Bool
 
+	// batchRefused is when NOTIFY last refused fast-ingest batches (Unix
+	// nanoseconds, 0 while it accepts them): rounds then publish message by
+	// message, and try batches again after batchRetryInterval.
+	batchRefused atomic.Int64
+
 	// atRisk holds rows whose publish failed while a later row of the same
 	// chat was stored: if such a row is then stored (not a duplicate), the
 	// chat's order was broken. Only the ack stage of the running round
@@ -292,16 +297,35 @@ func (p *Publisher) drain(ctx context.Context) error {
 			}
 			watcher = w
 		}
-		res := p.round(ctx, watcher, cursor)
+		batched := p.batchRefused.Load() == 0 || p.batchRetryDue()
+		if batched {
+			p.metrics.batched.Set(1)
+		} else {
+			p.metrics.batched.Set(0)
+		}
+		res := p.round(ctx, watcher, cursor, batched)
 		cursor = res.cursor
 		if res.fatal != nil {
 			return res.fatal
 		}
 		if res.marked > 0 {
 			recovered()
+			if batched && p.batchRefused.Swap(0) != 0 {
+				p.log.Info("NOTIFY accepts fast-ingest batches again; publishing in batches")
+			}
 		}
-		if res.err == nil {
+		switch {
+		case res.err == nil:
 			continue // clean stop: ctx is done
+		case errors.Is(res.err, errRetryBatches):
+			continue
+		case errors.Is(res.err, errBatchUnsupported):
+			if p.batchRefused.Swap(p.opts.Now().UnixNano()) == 0 {
+				p.log.Warn("NOTIFY does not accept fast-ingest batches; publishing message by message, "+
+					"which a stream leader change can reorder (counted in tgnotify_publisher_reordered_total). "+
+					"Run tgnotify provision to enable allow_batched (nats-server 2.14 or later)", "err", res.err)
+			}
+			continue
 		}
 		if res.watcherBroken {
 			watcher.Close()
@@ -313,6 +337,18 @@ func (p *Publisher) drain(ctx context.Context) error {
 		fail("publishing stopped", res.err)
 	}
 	return nil
+}
+
+// batchRetryInterval is how long the publisher keeps to message-by-message
+// publishing after NOTIFY refused fast-ingest batches, before it tries them
+// again.
+const batchRetryInterval = time.Minute
+
+// batchRetryDue reports whether NOTIFY refused batches batchRetryInterval
+// ago or longer.
+func (p *Publisher) batchRetryDue() bool {
+	refused := p.batchRefused.Load()
+	return refused != 0 && p.opts.Now().Sub(time.Unix(0, refused)) >= batchRetryInterval
 }
 
 // waitConnected waits until the NATS connection is up, ctx ends, or d

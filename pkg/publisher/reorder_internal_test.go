@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ func TestReorderDetection(t *testing.T) {
 	}
 	p := &Publisher{metrics: m, atRisk: map[int64]struct{}{}, log: slog.New(slog.DiscardHandler)}
 	r := &round{p: p}
-	row := func(id, chat int64) outbox.Row { return outbox.Row{ID: id, ChatID: chat} }
+	row := func(id, chat int64) outbox.Row {
+		return outbox.Row{ID: id, ChatID: chat, Channel: "telegram", Recipient: strconv.FormatInt(chat, 10)}
+	}
 
 	// Round 1: rows 1 (chat A) and 3 (chat B) fail; row 2 (chat A) and
 	// row 4 (chat C) are stored.

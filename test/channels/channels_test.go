@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,8 @@ type options struct {
 	// fallback is the telegram worker's fallback_after for transactional
 	// notifications.
 	fallback time.Duration
+	// shop are the shop's options.
+	shop []shop.Option
 }
 
 func start(t *testing.T, o options) *pipeline {
@@ -106,7 +109,7 @@ func start(t *testing.T, o options) *pipeline {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if s.svc, err = shop.NewService(ctx, db); err != nil {
+	if s.svc, err = shop.NewService(ctx, db, o.shop...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.svc.Close() })
@@ -303,6 +306,70 @@ func TestEveryChannelDead(t *testing.T) {
 	}
 	if n := s.delivered(t, "D1"); n["telegram"]+n["email"]+n["sms"] != 0 {
 		t.Fatalf("D1 delivered %v", n)
+	}
+}
+
+// An order in Russian is told in Russian, from the shop's templates, on the
+// channel that reaches the customer, with a button to the order: accepted
+// by Telegram, then — the chat blocked meanwhile — shipped by email and,
+// the mailbox gone, delivered by SMS with the button's link.
+func TestTemplatesInTheCustomersLanguage(t *testing.T) {
+	s := start(t, options{
+		mail: mailpittest.Options{AllowedRecipients: `@good\.example$`},
+		shop: []shop.Option{shop.WithOrderURL("https://shop.example/orders")},
+	})
+	post := func(path string) {
+		t.Helper()
+		resp, err := http.Post(s.shop.URL+path, "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: %d", path, resp.StatusCode)
+		}
+	}
+	s.place(t, shop.Order{ID: "R1", ChatID: 500, Email: "anna@good.example", Phone: "+79991234569", Locale: "ru-RU", Customer: "Анна <3 & *co*"})
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(s.Emu.ChatMessages(500)) == 1 }, "the Telegram message")
+	m := s.Emu.ChatMessages(500)[0]
+	if !strings.HasPrefix(m.Text, "<b>Заказ R1 принят</b>\nЗдравствуйте, Анна &lt;3 &amp; *co*!") || m.ParseMode != "HTML" ||
+		len(m.Buttons) != 1 || m.Buttons[0][0] != (botemulator.Button{Text: "Открыть заказ", URL: "https://shop.example/orders/R1"}) {
+		t.Fatalf("Telegram got %q with buttons %+v", m.Text, m.Buttons)
+	}
+
+	s.Emu.Block(500)
+	post("/orders/R1/ship")
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(s.mail.Messages()) == 1 }, "the email")
+	full := s.mail.Message(s.mail.Messages()[0].ID)
+	if full.Subject != "Заказ R1 отправлен" || !strings.Contains(full.HTML, "Анна &lt;3 &amp; *co*, ваш заказ уже в пути.") ||
+		!strings.Contains(full.HTML, `<a href="https://shop.example/orders/R1/tracking"`) || !strings.Contains(full.Text, "Анна <3 & *co*, ваш заказ уже в пути.") ||
+		!strings.Contains(full.Text, "Отследить заказ: https://shop.example/orders/R1/tracking") {
+		t.Fatalf("the email: subject %q\nhtml %s\ntext %s", full.Subject, full.HTML, full.Text)
+	}
+
+	s.place(t, shop.Order{ID: "R2", Email: "gone@bounce.example", Phone: "+79991234569", Locale: "ru", Customer: "Анна"})
+	post("/orders/R2/ship")
+	post("/orders/R2/deliver")
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(s.sms.Messages()) == 3 }, "three SMS")
+	var bodies []string
+	for _, m := range s.sms.Messages() {
+		bodies = append(bodies, m.Body)
+	}
+	want := []string{
+		"Заказ R2 принят\nИтого: 3.50. Спасибо, Анна!\nhttps://shop.example/orders/R2",
+		"Заказ R2 отправлен\nОн уже в пути.\nhttps://shop.example/orders/R2/tracking",
+		"Заказ R2 доставлен\nСпасибо за покупку!\nhttps://shop.example/orders/R2/review",
+	}
+	slices.Sort(bodies)
+	slices.Sort(want)
+	if !slices.Equal(bodies, want) {
+		t.Fatalf("SMS bodies %q, want %q", bodies, want)
+	}
+	s.drained(t)
+	for _, key := range []string{shop.NotificationKeyFor("R2", shop.EventShipped), shop.NotificationKeyFor("R2", shop.EventDelivered)} {
+		if !slices.ContainsFunc(s.Events(delivery.EventDelivered), func(e delivery.Event) bool { return e.Key == key && e.Channel == "sms" }) {
+			t.Errorf("no delivered event for %s by SMS", key)
+		}
 	}
 }
 

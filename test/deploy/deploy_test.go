@@ -437,10 +437,10 @@ func TestSystemdUnits(t *testing.T) {
 		// timer: started by a .timer of the same name, not at boot.
 		timer bool
 	}{
-		"nats-server.service":              {binary: "nats-server", config: "nats-server.conf"},
-		"tgnotify-provision.service":       {binary: "tgnotify", config: "jetstream.yaml", oneshot: true, secrets: []secret{nkey}, natsUser: "provision"},
+		"nats-server.service":        {binary: "nats-server", config: "nats-server.conf"},
+		"tgnotify-provision.service": {binary: "tgnotify", config: "jetstream.yaml", oneshot: true, secrets: []secret{nkey}, natsUser: "provision"},
 		// The operator's user, whose replies use the default _INBOX.
-		"tgnotify-dlq-report.service": {binary: "tgnotify", config: "dlq-report.yaml", oneshot: true, timer: true, secrets: []secret{nkey}},
+		"tgnotify-dlq-report.service":      {binary: "tgnotify", config: "dlq-report.yaml", oneshot: true, timer: true, secrets: []secret{nkey}},
 		"tgnotify-publisher.service":       {binary: "publisher", config: "publisher.yaml", secrets: []secret{nkey}, natsUser: "publisher"},
 		"tgnotify-telegram-worker.service": {binary: "telegram-worker", config: "telegram-worker.yaml", secrets: []secret{nkey, {"telegram-bot-token", "-token-file"}}, natsUser: "telegram-worker"},
 		"tgnotify-max-worker.service":      {binary: "max-worker", config: "max-worker.yaml", secrets: []secret{nkey, {"max-bot-token", "-token-file"}}, natsUser: "max-worker"},

@@ -142,6 +142,18 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// post sends an empty POST to url and returns the status and body.
+func post(url string) (int, string) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Post(url, "application/json", nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, string(b)
+}
+
 // readLog returns the content of a process log.
 func readLog(t *testing.T, p *procs.Process) string {
 	t.Helper()

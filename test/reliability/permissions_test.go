@@ -141,7 +141,7 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 		env  []string
 	}{
 		{"publisher", []string{"-db", db}, nil},
-		{"telegram-worker", []string{"-telegram-api", emuURL}, []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}},
+		{"telegram-worker", []string{"-telegram-api", emuURL, "-intake", "poll"}, []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}},
 		{"email-worker", []string{"-smtp", mail.SMTPAddr, "-smtp-tls", "none", "-from", "Shop <noreply@shop.example>"}, nil},
 		{"max-worker", []string{"-max-api", "http://" + maxAddr}, []string{"MAX_BOT_TOKEN=max-emulator-token"}},
 		{"sms-worker", []string{"-sms-api", "http://" + smsAddr, "-from", "+15005550006"},
@@ -195,11 +195,43 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 	if got := mail.WaitForMessages(1, 10*time.Second); len(got) != 1 || len(got[0].To) != 1 || got[0].To[0].Address != "bob@shop.example" {
 		t.Errorf("Mailpit holds %+v, want one message to bob@shop.example", got)
 	}
+	// The customer of chat 200 unblocks the bot: the telegram worker's
+	// update intake (its lease and offset in notify_chats, the revive, the
+	// recipient_revived event) revives the chat, and the next order to it
+	// is delivered by Telegram.
+	if code, body := post(emuURL + "/emulator/chats/200/user-unblock"); code != http.StatusOK {
+		t.Fatalf("unblocking chat 200 in the emulator: %d %s", code, body)
+	}
+	var opLog syncLog
+	opNC, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: url, NKeyFile: users["operator"].seed}, opLog.logger()) // the nats CLI's _INBOX
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opNC.Close()
+	opJS, err := natsjs.New(opNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chats, err := opJS.KeyValue(context.Background(), jetstream.BucketChats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		_, err := chats.Get(context.Background(), "dead.200")
+		return errors.Is(err, natsjs.ErrKeyNotFound)
+	}, "chat 200 revived by the update intake")
+	place(shop.Order{ID: "P6", ChatID: blocked, Customer: "Bob", Items: items})
+	natstest.WaitFor(t, 60*time.Second, func() bool {
+		s := status("P6")
+		return s.Status == shop.StatusDelivered && s.Channel == "telegram"
+	}, "order P6 delivered by Telegram to the revived chat")
+
 	// A standby telegram worker under the same user takes over when the
 	// active one is killed: the failover's ping, its answer, the unpin and
-	// the takeover's direct get are all allowed.
+	// the takeover's direct get are all allowed; it waits for the intake's
+	// lease.
 	standbyAddr := freeAddr(t)
-	standbyArgs := append([]string{"-telegram-api", emuURL, "-http", standbyAddr, "-provision=false", "-log-level", "debug"}, users["telegram-worker"].args(url)...)
+	standbyArgs := append([]string{"-telegram-api", emuURL, "-http", standbyAddr, "-provision=false", "-log-level", "debug", "-intake", "poll"}, users["telegram-worker"].args(url)...)
 	standby := start(t, sup, procs.Spec{Name: "telegram-worker-standby", Path: bin(t, "telegram-worker"), Args: standbyArgs,
 		Env: []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}}, "http://"+standbyAddr+"/readyz")
 	daemons[2].Kill()

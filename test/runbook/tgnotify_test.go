@@ -44,7 +44,7 @@ func TestRunbookTgnotifyCommands(t *testing.T) {
 	if _, err := outbox.Enqueue(ctx, db, r1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := outbox.NewReader(db).MarkPublished(ctx, time.Now(), outbox.IDRange{From: 1, To: 1}); err != nil {
+	if err := outbox.NewReader(db).MarkPublished(ctx, time.Now(), 1); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

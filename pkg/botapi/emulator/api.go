@@ -57,14 +57,21 @@ type chatResult struct {
 	FirstName string `json:"first_name,omitempty"`
 }
 
-// messageResult is the Bot API's Message object as sendMessage returns it.
+// messageResult is the Bot API's Message object as sendMessage and
+// sendPhoto return it.
 type messageResult struct {
-	MessageID       int64        `json:"message_id"`
-	MessageThreadID int64        `json:"message_thread_id,omitempty"`
-	From            senderResult `json:"from"`
-	Chat            chatResult   `json:"chat"`
-	Date            int64        `json:"date"`
-	Text            string       `json:"text"`
+	MessageID             int64           `json:"message_id"`
+	MessageThreadID       int64           `json:"message_thread_id,omitempty"`
+	IsTopicMessage        bool            `json:"is_topic_message,omitempty"`
+	From                  senderResult    `json:"from"`
+	Chat                  chatResult      `json:"chat"`
+	Date                  int64           `json:"date"`
+	Text                  string          `json:"text,omitempty"`
+	Photo                 []photoResult   `json:"photo,omitempty"`
+	Caption               string          `json:"caption,omitempty"`
+	ShowCaptionAboveMedia bool            `json:"show_caption_above_media,omitempty"`
+	LinkPreviewOptions    *LinkPreview    `json:"link_preview_options,omitempty"`
+	ReplyMarkup           *keyboardResult `json:"reply_markup,omitempty"`
 }
 
 // supergroupIDs are at or below this: -100 followed by ten digits or more.
@@ -89,9 +96,14 @@ func (e *Emulator) bot() *userResult {
 // case-insensitive, as Telegram's is).
 const (
 	methodSendMessage = "sendMessage"
+	methodSendPhoto   = "sendPhoto"
 	methodGetMe       = "getMe"
 	methodUnknown     = "unknown"
 )
+
+// isSend reports whether a method sends a message (and so is rate
+// limited).
+func isSend(method string) bool { return method == methodSendMessage || method == methodSendPhoto }
 
 // splitBotPath splits /bot<token>/<method>.
 func splitBotPath(path string) (token, method string, ok bool) {
@@ -110,6 +122,8 @@ func canonicalMethod(m string) string {
 	switch strings.ToLower(m) {
 	case "sendmessage":
 		return methodSendMessage
+	case "sendphoto":
+		return methodSendPhoto
 	case "getme":
 		return methodGetMe
 	}
@@ -118,7 +132,8 @@ func canonicalMethod(m string) string {
 
 // serveBotAPI answers /bot<token>/<method>. The order of checks is: latency,
 // outage, token (401), method (404), parameters (400), then for
-// sendMessage rate limits (429), chat state (403/400), text (400).
+// sendMessage and sendPhoto rate limits (429), chat state (403/400), the
+// forum topic, the text or caption, and the photo (400).
 func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	token, rawMethod, ok := splitBotPath(r.URL.Path)
 	method := canonicalMethod(rawMethod)
@@ -131,7 +146,7 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	// after a pause was decided but sooner crossed the answer and is
 	// counted apart.
 	var arrival arrivalVerdict
-	if method == methodSendMessage {
+	if isSend(method) {
 		now := e.now().UnixNano()
 		if known, left := e.limiter.knownAt(now); known {
 			arrival.sentInPause, arrival.remaining = true, left
@@ -188,8 +203,8 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		e.reply(w, method, http.StatusOK, envelope{OK: true, Result: e.bot()})
-	case method == methodSendMessage:
-		e.sendMessage(w, r, f, arrival)
+	case isSend(method):
+		e.send(w, r, method, f, arrival)
 	default:
 		e.reply(w, method, http.StatusNotFound, failure(http.StatusNotFound, "Not Found"))
 	}
@@ -201,23 +216,33 @@ type arrivalVerdict struct {
 	remaining   time.Duration // how much of that pause was left
 }
 
-// sendMessage handles one sendMessage request.
-func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, arrival arrivalVerdict) {
+// send handles one sendMessage or sendPhoto request.
+func (e *Emulator) send(w http.ResponseWriter, r *http.Request, method string, f fault, arrival arrivalVerdict) {
 	raw, err := readParams(w, r)
 	if errors.Is(err, errTooLarge) {
-		e.reply(w, methodSendMessage, http.StatusRequestEntityTooLarge, failure(http.StatusRequestEntityTooLarge, "Request Entity Too Large"))
+		e.reply(w, method, http.StatusRequestEntityTooLarge, failure(http.StatusRequestEntityTooLarge, "Request Entity Too Large"))
 		return
 	}
 	if err != nil {
-		e.reply(w, methodSendMessage, http.StatusBadRequest, failure(http.StatusBadRequest, "Bad Request: "+err.Error()))
+		e.reply(w, method, http.StatusBadRequest, failure(http.StatusBadRequest, "Bad Request: "+err.Error()))
 		return
 	}
-	p, desc := parseSendMessage(raw)
+	p, desc := parseSend(method, raw)
 	if desc != "" {
-		e.reply(w, methodSendMessage, http.StatusBadRequest, failure(http.StatusBadRequest, desc))
+		e.reply(w, method, http.StatusBadRequest, failure(http.StatusBadRequest, desc))
 		return
 	}
-	plain, contentErr := checkText(p.text, p.parseMode)
+	var plain, contentErr string
+	if method == methodSendPhoto {
+		plain, contentErr = checkCaption(p.text, p.parseMode)
+	} else {
+		plain, contentErr = checkText(p.text, p.parseMode)
+	}
+	if p.threadID != 0 && chatOf(p.chatID).Type != "supergroup" {
+		// Only a supergroup has forum topics: a private chat or a basic
+		// group has no thread to post into.
+		contentErr = "Bad Request: message thread not found"
+	}
 
 	var (
 		code    = http.StatusOK
@@ -232,6 +257,9 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 	}
 	if v.punished {
 		e.stats.InPause++
+	}
+	if contentErr == "" && p.photo != "" {
+		contentErr = e.checkPhotoLocked(p.photo)
 	}
 	migrateTo, migrated := e.migrate[p.chatID]
 	state := e.chats[p.chatID]
@@ -255,28 +283,46 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 		id := e.nextID[p.chatID] + 1
 		e.nextID[p.chatID] = id
 		dropped = f.mode == FaultDeliverDrop
-		e.messages.add(Message{
-			MessageID:           id,
-			ChatID:              p.chatID,
-			Text:                p.text,
-			ParseMode:           p.parseMode,
-			MessageThreadID:     p.threadID,
-			DisableNotification: p.disableNotification,
-			ProtectContent:      p.protectContent,
-			AllowPaidBroadcast:  p.paid,
-			HasReplyMarkup:      p.hasReplyMarkup,
-			Time:                now,
-			ResponseDropped:     dropped,
-		})
+		m := Message{
+			MessageID:             id,
+			Method:                method,
+			ChatID:                p.chatID,
+			Text:                  p.text,
+			ParseMode:             p.parseMode,
+			Photo:                 p.photo,
+			ShowCaptionAboveMedia: p.captionAbove,
+			MessageThreadID:       p.threadID,
+			DisableNotification:   p.disableNotification,
+			ProtectContent:        p.protectContent,
+			AllowPaidBroadcast:    p.paid,
+			HasReplyMarkup:        p.hasReplyMarkup,
+			Buttons:               p.buttons,
+			LinkPreview:           p.preview,
+			Time:                  now,
+			ResponseDropped:       dropped,
+		}
+		e.messages.add(m)
 		e.stats.Delivered++
-		env = envelope{OK: true, Result: &messageResult{
-			MessageID:       id,
-			MessageThreadID: p.threadID,
-			From:            senderResult{ID: e.botID, IsBot: true, FirstName: "Emulator", Username: e.cfg.BotUsername},
-			Chat:            chatOf(p.chatID),
-			Date:            now.Unix(),
-			Text:            plain,
-		}}
+		res := &messageResult{
+			MessageID:          id,
+			MessageThreadID:    p.threadID,
+			IsTopicMessage:     p.threadID != 0,
+			From:               senderResult{ID: e.botID, IsBot: true, FirstName: "Emulator", Username: e.cfg.BotUsername},
+			Chat:               chatOf(p.chatID),
+			Date:               now.Unix(),
+			LinkPreviewOptions: p.preview,
+		}
+		if p.hasReplyMarkup {
+			res.ReplyMarkup = &keyboardResult{InlineKeyboard: p.buttons}
+		}
+		if method == methodSendPhoto {
+			fileID := photoFileID(p.photo)
+			e.photos[fileID] = true
+			res.Photo, res.Caption, res.ShowCaptionAboveMedia = photoSizes(fileID), plain, p.captionAbove
+		} else {
+			res.Text = plain
+		}
+		env = envelope{OK: true, Result: res}
 	}
 	if dropped {
 		e.stats.Dropped++
@@ -285,7 +331,7 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 	}
 	e.mu.Unlock()
 
-	e.log.LogAttrs(r.Context(), slog.LevelDebug, "sendMessage",
+	e.log.LogAttrs(r.Context(), slog.LevelDebug, method,
 		slog.Int64("chat_id", p.chatID), slog.Int("status", code), slog.String("description", env.Description),
 		slog.Bool("response_dropped", dropped))
 	if arrival.sentInPause {

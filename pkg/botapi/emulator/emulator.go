@@ -69,6 +69,9 @@ type Emulator struct {
 	mux    *http.ServeMux
 	closed chan struct{}
 	once   sync.Once
+	// upd is the bot's incoming side (updates.go), with its own lock.
+	upd          *updates
+	updateRoutes *http.ServeMux
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -77,6 +80,7 @@ type Emulator struct {
 	migrate  map[int64]int64
 	outage   *activeOutage
 	nextID   map[int64]int64
+	photos   map[string]bool // file ids of the photos sent
 	messages messageLog
 	stats    Stats
 }
@@ -137,13 +141,18 @@ func New(cfg Config) (*Emulator, error) {
 		closed: make(chan struct{}),
 	}
 	e.mux = e.controlRoutes()
+	e.upd, e.updateRoutes = newUpdates(), e.updateControlRoutes()
 	e.Reset()
 	return e, nil
 }
 
 // ServeHTTP serves the Bot API at /bot<token>/<method> and the control
-// endpoints under /emulator/.
+// endpoints under /emulator/; the bot's updates (getUpdates, the webhook
+// methods and their control endpoints) are updates.go's.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e.serveUpdates(w, r) {
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/emulator/") {
 		e.mux.ServeHTTP(w, r)
 		return
@@ -159,10 +168,11 @@ func (e *Emulator) Close() {
 }
 
 // Reset returns the emulator to its configured state: it forgets messages,
-// statistics, rate-limit state and pauses, restores the configured chat
-// states and migrations, and restarts the configured outage (or ends the
-// running one).
+// statistics, rate-limit state and pauses, the bot's pending updates and
+// its webhook, restores the configured chat states and migrations, and
+// restarts the configured outage (or ends the running one).
 func (e *Emulator) Reset() {
+	e.upd.reset()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
@@ -186,6 +196,7 @@ func (e *Emulator) Reset() {
 		e.startOutageLocked(*e.cfg.Outage, now)
 	}
 	e.nextID = make(map[int64]int64)
+	e.photos = make(map[string]bool)
 	e.messages = messageLog{max: e.cfg.MaxMessages}
 	e.stats = newStats(now)
 }

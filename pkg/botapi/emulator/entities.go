@@ -33,6 +33,24 @@ func checkText(text, parseMode string) (string, string) {
 	return plain, ""
 }
 
+// checkCaption validates a sendPhoto caption the way the Bot API does and
+// returns the plain caption or the description of a 400 error. Unlike a
+// text, a caption may be empty.
+func checkCaption(caption, parseMode string) (string, string) {
+	if !utf8.ValidString(caption) {
+		return "", "Bad Request: caption must be encoded in UTF-8"
+	}
+	plain, err := parseEntities(caption, parseMode)
+	if err != nil {
+		return "", "Bad Request: " + err.Error()
+	}
+	plain = strings.TrimFunc(plain, unicode.IsSpace)
+	if utf16Len(plain) > MaxCaptionLength {
+		return "", "Bad Request: message caption is too long"
+	}
+	return plain, ""
+}
+
 // entityError is a parse failure; its message follows Telegram's wording.
 type entityError struct{ detail string }
 

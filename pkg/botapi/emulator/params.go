@@ -68,6 +68,11 @@ func readParams(w http.ResponseWriter, r *http.Request) (map[string]string, erro
 				params[k] = v[0]
 			}
 		}
+		for k, f := range r.MultipartForm.File {
+			if len(f) > 0 {
+				params[k] = uploadedPrefix + f[0].Filename
+			}
+		}
 	}
 	return params, nil
 }
@@ -105,23 +110,29 @@ func boolParam(v string) bool {
 	return err == nil && n != 0
 }
 
-// sendMessageParams are the parsed parameters of sendMessage.
-type sendMessageParams struct {
+// sendParams are the parsed parameters of sendMessage or sendPhoto.
+type sendParams struct {
+	method              string
 	chatID              int64
 	threadID            int64
-	text                string
+	text                string // the text, or the photo's caption
 	parseMode           string
+	photo               string // sendPhoto: the URL or file id
+	captionAbove        bool
 	disableNotification bool
 	protectContent      bool
 	paid                bool
 	hasReplyMarkup      bool
+	buttons             [][]Button
+	preview             *LinkPreview
 }
 
-// parseSendMessage validates sendMessage's parameters, returning the
-// description of a 400 on failure. Text content is checked later, after
-// rate limiting and chat state, as Telegram does.
-func parseSendMessage(p map[string]string) (sendMessageParams, string) {
-	var s sendMessageParams
+// parseSend validates the parameters of sendMessage or sendPhoto,
+// returning the description of a 400 on failure. The text (or caption),
+// the photo's content and the forum topic are checked later, after rate
+// limiting and chat state, as Telegram does.
+func parseSend(method string, p map[string]string) (sendParams, string) {
+	s := sendParams{method: method}
 	raw := strings.TrimSpace(p["chat_id"])
 	if raw == "" {
 		return s, "Bad Request: chat_id is empty"
@@ -137,7 +148,16 @@ func parseSendMessage(p map[string]string) (sendMessageParams, string) {
 			return s, "Bad Request: message thread not found"
 		}
 	}
-	s.text = p["text"]
+	if method == methodSendPhoto {
+		s.text = p["caption"]
+		s.photo = strings.TrimSpace(p["photo"])
+		if s.photo == "" {
+			return s, "Bad Request: there is no photo in the request"
+		}
+		s.captionAbove = boolParam(p["show_caption_above_media"])
+	} else {
+		s.text = p["text"]
+	}
 	s.parseMode = p["parse_mode"]
 	switch strings.ToLower(s.parseMode) {
 	case "", "html", "markdown", "markdownv2":
@@ -147,40 +167,17 @@ func parseSendMessage(p map[string]string) (sendMessageParams, string) {
 	s.disableNotification = boolParam(p["disable_notification"])
 	s.protectContent = boolParam(p["protect_content"])
 	s.paid = boolParam(p["allow_paid_broadcast"])
-	if v := strings.TrimSpace(p["link_preview_options"]); v != "" {
-		var o map[string]json.RawMessage
-		if json.Unmarshal([]byte(v), &o) != nil {
+	if v := strings.TrimSpace(p["link_preview_options"]); v != "" && method == methodSendMessage {
+		if s.preview, err = parseLinkPreview(v); err != nil {
 			return s, "Bad Request: can't parse link preview options JSON object"
 		}
 	}
 	if v := strings.TrimSpace(p["reply_markup"]); v != "" {
-		if d := checkReplyMarkup(v); d != "" {
+		var d string
+		if s.buttons, d = parseReplyMarkup(v); d != "" {
 			return s, d
 		}
 		s.hasReplyMarkup = true
 	}
 	return s, ""
-}
-
-// checkReplyMarkup validates an inline keyboard: every button needs a text
-// and an action.
-func checkReplyMarkup(v string) string {
-	var m struct {
-		InlineKeyboard [][]map[string]json.RawMessage `json:"inline_keyboard"`
-	}
-	if json.Unmarshal([]byte(v), &m) != nil {
-		return "Bad Request: can't parse reply keyboard markup JSON object"
-	}
-	for _, row := range m.InlineKeyboard {
-		for _, b := range row {
-			var text string
-			if json.Unmarshal(b["text"], &text) != nil || text == "" {
-				return "Bad Request: can't parse inline keyboard button: Text must be non-empty"
-			}
-			if len(b) < 2 {
-				return "Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard"
-			}
-		}
-	}
-	return ""
 }

@@ -10,12 +10,19 @@ type Message struct {
 	// MessageID is the id returned to the sender; ids count from 1 per chat,
 	// as Telegram's do in private chats and basic groups.
 	MessageID int64 `json:"message_id"`
+	// Method is the method that sent it: sendMessage or sendPhoto.
+	Method string `json:"method"`
 	// ChatID is the chat the message was delivered to.
 	ChatID int64 `json:"chat_id"`
-	// Text is the text as sent, markup included.
+	// Text is the text as sent, markup included; for sendPhoto, the
+	// caption.
 	Text string `json:"text"`
 	// ParseMode is the parse_mode as sent.
 	ParseMode string `json:"parse_mode,omitempty"`
+	// Photo is sendPhoto's photo as sent: its URL, or a file_id.
+	Photo string `json:"photo,omitempty"`
+	// ShowCaptionAboveMedia is sendPhoto's flag as sent.
+	ShowCaptionAboveMedia bool `json:"show_caption_above_media,omitempty"`
 	// MessageThreadID is the forum topic, if any.
 	MessageThreadID int64 `json:"message_thread_id,omitempty"`
 	// DisableNotification, ProtectContent and AllowPaidBroadcast are the
@@ -25,6 +32,10 @@ type Message struct {
 	AllowPaidBroadcast  bool `json:"allow_paid_broadcast,omitempty"`
 	// HasReplyMarkup reports whether an inline keyboard was attached.
 	HasReplyMarkup bool `json:"has_reply_markup,omitempty"`
+	// Buttons are the inline keyboard's rows as sent.
+	Buttons [][]Button `json:"buttons,omitempty"`
+	// LinkPreview are sendMessage's link_preview_options as sent.
+	LinkPreview *LinkPreview `json:"link_preview_options,omitempty"`
 	// Time is when the emulator accepted the message, on its clock, with
 	// nanosecond precision.
 	Time time.Time `json:"time"`

@@ -8,7 +8,9 @@
 // configured sender, the Message-ID is derived from the idempotency key
 // ([MessageID]), the Subject is the notification's subject or the first line
 // of its text ([Subject]), and the body has an HTML part and a plain-text
-// part rendered from the text's Telegram HTML ([Render]). The address never
+// part: the notification's email body when it has one, else rendered from
+// the text's Telegram HTML ([Render]), with its photo at the top and its
+// buttons as links at the end ([Compose]). The address never
 // appears in a subject, a log line, an error or a dead letter's description:
 // there the recipient is its token, e followed by a hash of the address
 // (notify.HashAddress).

@@ -140,6 +140,28 @@ func TestSendDeliversOneMessage(t *testing.T) {
 	}
 }
 
+// The buttons and the photo of a notification reach the mailbox as links
+// and an image in the HTML part and as lines in the text part.
+func TestSendRich(t *testing.T) {
+	mp := mailpittest.Start(t, mailpittest.Options{})
+	ch := channel(t, mp, nil)
+	n := notification("order:A3:shipped", ann)
+	n.Text, n.ParseMode = "<b>Order A3 shipped</b>", notify.ParseModeHTML
+	n.Photo = "https://cdn.shop.test/A3.jpg"
+	n.Buttons = [][]notify.Button{{{Text: "Track order", URL: "https://shop.test/o/A3"}, {Text: "Bot", URL: "tg://resolve?domain=shop_bot"}}}
+	if o := send(t, ch, n, nil); o.Kind != delivery.Delivered {
+		t.Fatalf("got %s (%s), want delivered", o.Kind, o.Description)
+	}
+	m := mp.Message(mp.WaitForMessages(1, wait)[0].ID)
+	if m.Subject != "Order A3 shipped" || !strings.Contains(m.HTML, `<img src="https://cdn.shop.test/A3.jpg"`) ||
+		!strings.Contains(m.HTML, `<a href="https://shop.test/o/A3" style=`) || !strings.Contains(m.HTML, ">Track order</a>") || strings.Contains(m.HTML, "tg://") {
+		t.Errorf("subject %q, HTML part:\n%s", m.Subject, m.HTML)
+	}
+	if !strings.Contains(m.Text, "Track order: https://shop.test/o/A3") || !strings.Contains(m.Text, "https://cdn.shop.test/A3.jpg") {
+		t.Errorf("text part:\n%s", m.Text)
+	}
+}
+
 func TestSendUsesTheNotificationSubject(t *testing.T) {
 	mp := mailpittest.Start(t, mailpittest.Options{})
 	ch := channel(t, mp, nil)

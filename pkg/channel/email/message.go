@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"html"
 	"strings"
 	"time"
 
@@ -61,6 +62,50 @@ func Subject(n notify.Notification, body Body) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
+// Compose returns the email subject and body of n: the notification's email
+// body when it has one (used as written), else its text rendered from its
+// parse mode ([Render]); then the photo at the top, as an image that links
+// to itself, and the buttons at the end, as links styled as buttons in the
+// HTML part and "label: URL" lines in the text part. Only http and https
+// buttons are shown: a tg:// link opens nothing in a mail client. The
+// subject is taken before the photo and buttons are added ([Subject]).
+func Compose(n notify.Notification) (subject string, body Body) {
+	body = Render(n.Text, n.ParseMode)
+	if b := n.Bodies.Email; b != nil {
+		body = Body{HTML: b.HTML, Text: b.Text}
+	}
+	subject = Subject(n, body)
+	if n.Photo != "" {
+		src := html.EscapeString(n.Photo)
+		body.HTML = `<p><a href="` + src + `"><img src="` + src + `" alt="" style="max-width: 100%; height: auto"></a></p>` + "\n" + body.HTML
+		body.Text = strings.TrimRight(body.Text, "\n") + "\n\n" + n.Photo
+	}
+	var links, lines []string
+	for _, row := range n.Buttons {
+		var cells []string
+		for _, b := range row {
+			if !b.WebURL() {
+				continue
+			}
+			cells = append(cells, `<a href="`+html.EscapeString(b.URL)+`" style="`+buttonStyle+`">`+html.EscapeString(b.Text)+`</a>`)
+			lines = append(lines, b.Text+": "+b.URL)
+		}
+		if len(cells) > 0 {
+			links = append(links, strings.Join(cells, " "))
+		}
+	}
+	if len(links) > 0 {
+		body.HTML += "\n<p style=\"margin-top: 1.5em\">" + strings.Join(links, "<br>\n") + "</p>"
+		body.Text = strings.TrimRight(body.Text, "\n") + "\n\n" + strings.Join(lines, "\n")
+	}
+	return subject, body
+}
+
+// buttonStyle makes a link look like a button in mail clients, which keep
+// inline styles only.
+const buttonStyle = "display: inline-block; margin: 4px 4px 0 0; padding: 8px 16px; border-radius: 4px; " +
+	"background: #2a6fdb; color: #ffffff; text-decoration: none"
+
 // htmlDocument wraps the rendered fragment in a minimal document.
 func htmlDocument(fragment string) string {
 	return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">" +
@@ -70,7 +115,7 @@ func htmlDocument(fragment string) string {
 
 // build makes the email for n to addr, and returns it with its Message-ID.
 func (c *Channel) build(n notify.Notification, addr string, now time.Time) (*mail.Msg, string, error) {
-	body := Render(n.Text, n.ParseMode)
+	subject, body := Compose(n)
 	m := mail.NewMsg()
 	if err := m.From(c.cfg.From); err != nil {
 		return nil, "", fmt.Errorf("from: %w", err)
@@ -81,7 +126,7 @@ func (c *Channel) build(n notify.Notification, addr string, now time.Time) (*mai
 	id := MessageID(n.Key, c.cfg.MessageIDDomain)
 	m.SetMessageIDWithValue(id)
 	m.SetDateWithValue(now)
-	m.Subject(Subject(n, body))
+	m.Subject(subject)
 	// RFC 3834: a notification is generated automatically; vacation
 	// responders must not answer it.
 	m.SetGenHeader(mail.Header("Auto-Submitted"), "auto-generated")

@@ -104,3 +104,38 @@ func TestSubject(t *testing.T) {
 		t.Errorf("got %q (%d characters), want at most 100 ending in an ellipsis", got, len(r))
 	}
 }
+
+// A notification's email body is used as written; its photo comes first,
+// as an image linking to itself, and its http(s) buttons last, as links.
+func TestComposeRich(t *testing.T) {
+	n := notify.Notification{Key: "order:A1:shipped", Email: "ann@example.com", ParseMode: notify.ParseModeHTML,
+		Text:   "<b>Telegram's text</b>",
+		Bodies: notify.Bodies{Email: &notify.EmailBody{HTML: "<h1>Order A1 shipped</h1>\n<p>Hello, Ann &amp; Bob</p>", Text: "Order A1 shipped\nHello, Ann & Bob"}},
+		Photo:  "https://cdn.shop.example/A1.jpg?w=600&h=400",
+		Buttons: [][]notify.Button{
+			{{Text: "Track <it>", URL: "https://shop.example/A1?from=mail&x=1"}, {Text: "Bot", URL: "tg://resolve?domain=shop_bot"}},
+			{{Text: "Help", URL: "http://shop.example/help"}},
+		}}
+	subject, b := email.Compose(n)
+	if subject != "Order A1 shipped" {
+		t.Errorf("subject %q, want the email body's first line", subject)
+	}
+	wantHTML := `<p><a href="https://cdn.shop.example/A1.jpg?w=600&amp;h=400"><img src="https://cdn.shop.example/A1.jpg?w=600&amp;h=400" alt="" style="max-width: 100%; height: auto"></a></p>` + "\n" +
+		"<h1>Order A1 shipped</h1>\n<p>Hello, Ann &amp; Bob</p>\n" + `<p style="margin-top: 1.5em">` +
+		`<a href="https://shop.example/A1?from=mail&amp;x=1" style="display: inline-block; margin: 4px 4px 0 0; padding: 8px 16px; border-radius: 4px; background: #2a6fdb; color: #ffffff; text-decoration: none">Track &lt;it&gt;</a><br>` + "\n" +
+		`<a href="http://shop.example/help" style="display: inline-block; margin: 4px 4px 0 0; padding: 8px 16px; border-radius: 4px; background: #2a6fdb; color: #ffffff; text-decoration: none">Help</a></p>`
+	if b.HTML != wantHTML {
+		t.Errorf("HTML:\n got %s\nwant %s", b.HTML, wantHTML)
+	}
+	wantText := "Order A1 shipped\nHello, Ann & Bob\n\nhttps://cdn.shop.example/A1.jpg?w=600&h=400\n\nTrack <it>: https://shop.example/A1?from=mail&x=1\nHelp: http://shop.example/help"
+	if b.Text != wantText {
+		t.Errorf("text:\n got %q\nwant %q", b.Text, wantText)
+	}
+
+	// Without an email body, the text is rendered from Telegram's HTML.
+	n.Bodies, n.Photo, n.Buttons = notify.Bodies{}, "", [][]notify.Button{{{Text: "Only Telegram", URL: "tg://x"}}}
+	subject, b = email.Compose(n)
+	if subject != "Telegram's text" || b.HTML != "<b>Telegram&#39;s text</b>" || b.Text != "Telegram's text" {
+		t.Errorf("without a body or web buttons: %q %+v", subject, b)
+	}
+}

@@ -172,9 +172,13 @@ func parseRecipient(r string) (user, chat int64, ok bool) {
 }
 
 // Send sends the notification with POST /messages to a.Recipient and
-// classifies MAX's answer. The text is converted for MAX (see [Text]);
-// DisableNotification sends it silently (notify=false); ProtectContent has
-// no MAX counterpart and is ignored.
+// classifies MAX's answer. The text is the notification's MAX body when it
+// has one, else its Telegram text converted for MAX (see [Text]); a Photo
+// becomes an image attachment and the buttons an inline keyboard of link
+// buttons (see [Buttons]); LinkPreview.Disabled (or the channel's
+// DisableLinkPreview) turns link previews off. DisableNotification sends it
+// silently (notify=false); ProtectContent, the forum topic and the other
+// preview options have no MAX counterpart and are ignored.
 func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcome {
 	user, chat, ok := parseRecipient(a.Recipient)
 	if !ok {
@@ -183,6 +187,9 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 	}
 	n := a.Notification
 	text, format := Text(n.Text, n.ParseMode)
+	if b := n.Bodies.Max; b != nil {
+		text, format = b.Text, maxapi.Format(b.Format)
+	}
 	ctx = maxapi.WithRequestTimeout(maxapi.WithAdmission(ctx, a.Admit), a.Timeout)
 	msg, err := c.api.SendMessage(ctx, maxapi.SendMessageParams{
 		UserID:             user,
@@ -190,9 +197,31 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 		Text:               text,
 		Format:             format,
 		Silent:             n.DisableNotification,
-		DisableLinkPreview: c.cfg.DisableLinkPreview,
+		DisableLinkPreview: c.cfg.DisableLinkPreview || n.LinkPreview.Disabled,
+		ImageURL:           n.Photo,
+		Buttons:            Buttons(n.Buttons),
 	})
 	return c.Classify(msg, err)
+}
+
+// Buttons returns a notification's buttons as MAX link buttons, in the same
+// rows. A button whose URL is not http or https (a tg:// link, which only
+// Telegram opens) is left out, and so is a row left empty. It returns nil
+// without buttons.
+func Buttons(rows [][]notify.Button) [][]maxapi.LinkButton {
+	var out [][]maxapi.LinkButton
+	for _, row := range rows {
+		var r []maxapi.LinkButton
+		for _, b := range row {
+			if b.WebURL() {
+				r = append(r, maxapi.LinkButton{Text: b.Text, URL: b.URL})
+			}
+		}
+		if len(r) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Probe checks the token (and that the base URL serves MAX's API) with GET

@@ -151,6 +151,36 @@ func TestSendDelivers(t *testing.T) {
 	}
 }
 
+// A notification's MAX body, photo, buttons and preview setting reach MAX
+// as its image and inline_keyboard attachments; a tg:// button, which MAX
+// cannot open, is left out.
+func TestSendRich(t *testing.T) {
+	t.Parallel()
+	b := setup(t, emulator.Config{}, maxchannel.Config{})
+	n := notify.Notification{Key: "order:A1:shipped", MaxUserID: 42, ParseMode: notify.ParseModeHTML,
+		Text:        "<b>Telegram's</b> text",
+		Bodies:      notify.Bodies{Max: &notify.MaxBody{Text: "<b>MAX's</b> text &amp; more", Format: notify.MaxFormatHTML}},
+		Photo:       "https://cdn.shop.example/A1.jpg",
+		LinkPreview: notify.LinkPreview{Disabled: true},
+		Buttons: [][]notify.Button{
+			{{Text: "Track", URL: "https://shop.example/A1"}, {Text: "Bot", URL: "tg://resolve?domain=shop_bot"}},
+			{{Text: "Only Telegram", URL: "tg://resolve?domain=shop_bot"}},
+			{{Text: "Help", URL: "http://shop.example/help"}},
+		}}
+	if o := b.ch.Send(t.Context(), delivery.NewAttempt(n, "u42", nil)); o.Kind != delivery.Delivered {
+		t.Fatalf("outcome %+v, want delivered", o)
+	}
+	m := b.emu.RecipientMessages(emulator.User(42))[0]
+	want := [][]emulator.Button{{{Type: "link", Text: "Track", URL: "https://shop.example/A1"}}, {{Type: "link", Text: "Help", URL: "http://shop.example/help"}}}
+	if m.Text != "<b>MAX's</b> text &amp; more" || m.Format != "html" || !m.DisableLinkPreview ||
+		len(m.Images) != 1 || m.Images[0] != "https://cdn.shop.example/A1.jpg" || fmt.Sprint(m.Buttons) != fmt.Sprint(want) {
+		t.Errorf("the emulator got %+v", m)
+	}
+	if got := maxchannel.Buttons([][]notify.Button{{{Text: "x", URL: "tg://x"}}}); got != nil {
+		t.Errorf("only tg buttons became %v, want none", got)
+	}
+}
+
 // TestOutcomes is the table of MAX's answers and what they mean for
 // delivery, sent through the emulator over real HTTP.
 func TestOutcomes(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"golang.org/x/time/rate"
 
@@ -151,18 +152,39 @@ func (c *Channel) Recipient(n notify.Notification) (string, error) {
 	return n.Recipient(notify.ChannelSMS)
 }
 
-// Text returns the SMS the channel sends for n: its text with the markup of
-// its parse mode removed, shortened to MaxSegments segments
-// (smstext.Fit).
+// Text returns the SMS the channel sends for n: its SMS body when it has
+// one (plain text), else its text with the markup of its parse mode
+// removed (smstext.Plain); then, as the first link, the URL of its first
+// http(s) button; shortened to MaxSegments segments (smstext.Shorten),
+// which keeps the first link that fits.
 func (c *Channel) Text(n notify.Notification) string {
-	markup := smstext.MarkupNone
+	text, markup := n.Text, smstext.MarkupNone
 	switch n.ParseMode {
 	case notify.ParseModeHTML:
 		markup = smstext.MarkupHTML
 	case notify.ParseModeMarkdownV2:
 		markup = smstext.MarkupMarkdownV2
 	}
-	return smstext.Fit(n.Text, markup, c.cfg.MaxSegments)
+	if b := n.Bodies.SMS; b != nil {
+		text, markup = b.Text, smstext.MarkupNone
+	}
+	body, links := smstext.Plain(text, markup)
+	if u := firstWebButton(n.Buttons); u != "" {
+		links = append([]string{u}, slices.DeleteFunc(links, func(l string) bool { return l == u })...)
+	}
+	return smstext.Shorten(body, links, c.cfg.MaxSegments)
+}
+
+// firstWebButton returns the URL of the first http or https button, or "".
+func firstWebButton(rows [][]notify.Button) string {
+	for _, row := range rows {
+		for _, b := range row {
+			if b.WebURL() {
+				return b.URL
+			}
+		}
+	}
+	return ""
 }
 
 // Send sends the notification's text, made fit for an SMS, to its phone

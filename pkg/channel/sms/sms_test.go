@@ -360,3 +360,30 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+// The first http(s) button's URL is the SMS's link: appended when it fits,
+// kept when the text must be cut. The SMS body, when given, is sent as
+// plain text.
+func TestButtonAndBody(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sms.Config{MaxSegments: 1}, emulator.Config{})
+	const track = "https://shop.example/o/A1"
+	n := notification("<b>Order A1 shipped</b>")
+	n.Buttons = [][]notify.Button{{{Text: "Bot", URL: "tg://resolve?domain=shop_bot"}, {Text: "Track", URL: track}}, {{Text: "Help", URL: "https://shop.example/help"}}}
+	if got, want := b.ch.Text(n), "Order A1 shipped\n"+track; got != want {
+		t.Errorf("short text: %q, want %q", got, want)
+	}
+	n.Text = "<b>Order A1 shipped</b> " + strings.Repeat("with many words ", 20) + `<a href="https://shop.example/other">other</a>`
+	got := b.ch.Text(n)
+	if !strings.HasSuffix(got, "...\n"+track) || strings.Contains(got, "/other") || smstext.Segments(got) != 1 {
+		t.Errorf("long text: %q, want one segment ending in the button's link", got)
+	}
+	n.Text = "<b>Order A1</b>"
+	n.Bodies.SMS = &notify.SMSBody{Text: "Ann <script> & *co*: order A1 shipped"}
+	if o := b.send(t, n); o.Kind != delivery.Delivered {
+		t.Fatalf("outcome %+v", o)
+	}
+	if m := b.emu.Messages()[0]; m.Body != "Ann <script> & *co*: order A1 shipped\n"+track {
+		t.Errorf("emulator received %q, want the SMS body as written and the link", m.Body)
+	}
+}

@@ -90,8 +90,11 @@ func (c Config) Validate() error {
 // Sender is the part of the Bot API client the channel uses.
 type Sender interface {
 	SendMessage(ctx context.Context, p botapi.SendMessageParams) (*botapi.Message, error)
+	SendPhoto(ctx context.Context, p botapi.SendPhotoParams) (*botapi.Message, error)
 	GetMe(ctx context.Context) (*botapi.User, error)
 }
+
+var _ Sender = (*botapi.Client)(nil)
 
 // Channel sends notifications to Telegram chats.
 type Channel struct {
@@ -137,8 +140,12 @@ func (c *Channel) Recipient(n notify.Notification) (string, error) {
 	return n.Recipient(notify.ChannelTelegram)
 }
 
-// Send sends the notification with sendMessage to a.Recipient (which may be
-// a supergroup the chat migrated to) and classifies Telegram's answer.
+// Send sends the notification to a.Recipient (which may be a supergroup
+// the chat migrated to) and classifies Telegram's answer: with sendPhoto
+// and the text as its caption when it has a Photo, else with sendMessage.
+// Its buttons become an inline keyboard of URL buttons, its
+// MessageThreadID the forum topic, its LinkPreview the
+// link_preview_options (sendMessage only: a photo has none).
 func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcome {
 	chat, err := strconv.ParseInt(a.Recipient, 10, 64)
 	if err != nil || chat == 0 {
@@ -146,15 +153,64 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 	}
 	n := a.Notification
 	ctx = botapi.WithRequestTimeout(botapi.WithAdmission(ctx, a.Admit), a.Timeout)
+	if n.Photo != "" {
+		msg, err := c.api.SendPhoto(ctx, botapi.SendPhotoParams{
+			ChatID:              chat,
+			MessageThreadID:     n.MessageThreadID,
+			Photo:               n.Photo,
+			Caption:             n.Text,
+			ParseMode:           botapi.ParseMode(n.ParseMode),
+			DisableNotification: n.DisableNotification,
+			ProtectContent:      n.ProtectContent,
+			AllowPaidBroadcast:  c.cfg.PaidBroadcast,
+			ReplyMarkup:         Keyboard(n.Buttons),
+		})
+		return Classify(msg, err)
+	}
 	msg, err := c.api.SendMessage(ctx, botapi.SendMessageParams{
 		ChatID:              chat,
+		MessageThreadID:     n.MessageThreadID,
 		Text:                n.Text,
 		ParseMode:           botapi.ParseMode(n.ParseMode),
+		LinkPreviewOptions:  LinkPreview(n.LinkPreview),
 		DisableNotification: n.DisableNotification,
 		ProtectContent:      n.ProtectContent,
 		AllowPaidBroadcast:  c.cfg.PaidBroadcast,
+		ReplyMarkup:         Keyboard(n.Buttons),
 	})
 	return Classify(msg, err)
+}
+
+// Keyboard returns the inline keyboard of a notification's buttons: one URL
+// button each, in the same rows. It returns nil without buttons.
+func Keyboard(rows [][]notify.Button) *botapi.InlineKeyboardMarkup {
+	if len(rows) == 0 {
+		return nil
+	}
+	k := &botapi.InlineKeyboardMarkup{InlineKeyboard: make([][]botapi.InlineKeyboardButton, len(rows))}
+	for i, row := range rows {
+		k.InlineKeyboard[i] = make([]botapi.InlineKeyboardButton, len(row))
+		for j, b := range row {
+			k.InlineKeyboard[i][j] = botapi.InlineKeyboardButton{Text: b.Text, URL: b.URL}
+		}
+	}
+	return k
+}
+
+// LinkPreview returns Telegram's link_preview_options for the
+// notification's preview settings, nil for the zero value (Telegram's
+// default).
+func LinkPreview(p notify.LinkPreview) *botapi.LinkPreviewOptions {
+	if p == (notify.LinkPreview{}) {
+		return nil
+	}
+	return &botapi.LinkPreviewOptions{
+		IsDisabled:       p.Disabled,
+		URL:              p.URL,
+		PreferSmallMedia: p.PreferSmallMedia,
+		PreferLargeMedia: p.PreferLargeMedia,
+		ShowAboveText:    p.ShowAboveText,
+	}
 }
 
 // Probe checks the bot token with getMe.

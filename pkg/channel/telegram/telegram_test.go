@@ -141,7 +141,8 @@ func TestClassifyUnrecognised(t *testing.T) {
 		{400, "Bad Request: user not found", delivery.RecipientDead, "user_not_found"},
 		{400, "Bad Request: TOPIC_CLOSED", delivery.Rejected, "topic_closed"},
 		{403, "Forbidden: something Telegram added yesterday", delivery.RecipientDead, "forbidden_unknown"},
-		{400, "Bad Request: BUTTON_URL_INVALID", delivery.Rejected, "bad_request"},
+		{400, "Bad Request: BUTTON_URL_INVALID", delivery.Rejected, "markup"},
+		{400, "Bad Request: SOMETHING_NEW", delivery.Rejected, "bad_request"},
 	} {
 		o := telegram.Classify(nil, &botapi.Error{Method: "sendMessage", Code: tc.code, Description: tc.description})
 		if o.Kind != tc.kind || o.Reason != tc.reason || o.Description != tc.description {
@@ -168,5 +169,75 @@ func TestPaidBroadcastNeedsAHigherRate(t *testing.T) {
 	ch, err := telegram.New(telegram.Config{PaidBroadcast: true}, &botapi.Client{})
 	if err != nil || ch.Config().BotRate != telegram.PaidBroadcastRate {
 		t.Fatalf("paid broadcast without a rate: %v, %+v; want 1000 msg/s", err, ch)
+	}
+}
+
+// A notification's buttons, topic, link preview and photo reach the Bot
+// API as Telegram expects them.
+func TestSendRich(t *testing.T) {
+	ch, emu := setup(t, emulator.Config{}, "")
+	ctx := context.Background()
+	const forum = -1001234567890
+	rich := func(chat int64, mutate func(*notify.Notification)) *delivery.Attempt {
+		n := notify.Notification{Key: "order:A1:shipped", ChatID: chat, Text: "<b>Order A1</b> shipped", ParseMode: notify.ParseModeHTML,
+			Buttons: [][]notify.Button{{{Text: "Track", URL: "https://shop.example/A1"}}}, CreatedAt: time.Now()}
+		mutate(&n)
+		if err := n.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		n.Normalize()
+		r, _ := n.Recipient(notify.ChannelTelegram)
+		return delivery.NewAttempt(n, r, nil)
+	}
+
+	o := ch.Send(ctx, rich(forum, func(n *notify.Notification) {
+		n.MessageThreadID = 12
+		n.LinkPreview = notify.LinkPreview{URL: "https://shop.example/A1", PreferSmallMedia: true}
+	}))
+	if o.Kind != delivery.Delivered {
+		t.Fatalf("text message: %v (%s %s)", o.Kind, o.Reason, o.Description)
+	}
+	m := emu.ChatMessages(forum)[0]
+	if m.Method != "sendMessage" || m.MessageThreadID != 12 || len(m.Buttons) != 1 || m.Buttons[0][0] != (emulator.Button{Text: "Track", URL: "https://shop.example/A1"}) ||
+		m.LinkPreview == nil || *m.LinkPreview != (emulator.LinkPreview{URL: "https://shop.example/A1", PreferSmallMedia: true}) {
+		t.Errorf("the emulator got %+v", m)
+	}
+
+	o = ch.Send(ctx, rich(100, func(n *notify.Notification) { n.Photo = "https://shop.example/A1.jpg" }))
+	if o.Kind != delivery.Delivered {
+		t.Fatalf("photo: %v (%s %s)", o.Kind, o.Reason, o.Description)
+	}
+	m = emu.ChatMessages(100)[0]
+	if m.Method != "sendPhoto" || m.Photo != "https://shop.example/A1.jpg" || m.Text != "<b>Order A1</b> shipped" || m.ParseMode != "HTML" ||
+		len(m.Buttons) != 1 || m.Buttons[0][0].URL != "https://shop.example/A1" || m.LinkPreview != nil {
+		t.Errorf("the emulator got %+v", m)
+	}
+
+	// What Telegram refuses of a rich message is this message's fault, not
+	// the chat's: the notification moves on, the chat stays alive.
+	for _, tc := range []struct {
+		name   string
+		a      *delivery.Attempt
+		reason string
+	}{
+		{"a topic in a private chat", rich(100, func(n *notify.Notification) { n.MessageThreadID = 3 }), botapi.ReasonThreadNotFound},
+		{"a photo that cannot be fetched", rich(100, func(n *notify.Notification) { n.Photo = "https://img.shop.invalid/A1.jpg" }), botapi.ReasonPhoto},
+	} {
+		if o := ch.Send(ctx, tc.a); o.Kind != delivery.Rejected || o.Reason != tc.reason {
+			t.Errorf("%s: %v (%s %s), want rejected (%s)", tc.name, o.Kind, o.Reason, o.Description, tc.reason)
+		}
+	}
+}
+
+func TestKeyboardAndLinkPreview(t *testing.T) {
+	if telegram.Keyboard(nil) != nil || telegram.LinkPreview(notify.LinkPreview{}) != nil {
+		t.Fatal("no buttons and no preview settings must send neither")
+	}
+	k := telegram.Keyboard([][]notify.Button{{{Text: "a", URL: "https://a.example"}, {Text: "b", URL: "tg://resolve?domain=b"}}, {{Text: "c", URL: "http://c.example"}}})
+	if len(k.InlineKeyboard) != 2 || len(k.InlineKeyboard[0]) != 2 || k.InlineKeyboard[0][1] != (botapi.InlineKeyboardButton{Text: "b", URL: "tg://resolve?domain=b"}) {
+		t.Fatalf("keyboard %+v", k)
+	}
+	if p := telegram.LinkPreview(notify.LinkPreview{Disabled: true}); p == nil || !p.IsDisabled {
+		t.Fatalf("disabled preview became %+v", p)
 	}
 }

@@ -262,32 +262,36 @@ func parseRecipient(r *http.Request) (Recipient, error) {
 }
 
 // readBody decodes a NewMessageBody and checks it as MAX's schema does.
-func readBody(w http.ResponseWriter, r *http.Request) (newMessageBody, error) {
+func readBody(w http.ResponseWriter, r *http.Request) (newMessageBody, parsedAttachments, error) {
 	var b newMessageBody
+	var att parsedAttachments
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err != nil {
-		return b, fmt.Errorf("reading the body: %v", err)
+		return b, att, fmt.Errorf("reading the body: %v", err)
 	}
 	if err := json.Unmarshal(data, &b); err != nil {
-		return b, errors.New("the body is not a NewMessageBody JSON object")
+		return b, att, errors.New("the body is not a NewMessageBody JSON object")
 	}
 	if b.Format != nil && *b.Format != "html" && *b.Format != "markdown" {
-		return b, fmt.Errorf("format %q is not one of markdown, html", *b.Format)
+		return b, att, fmt.Errorf("format %q is not one of markdown, html", *b.Format)
 	}
 	text := ""
 	if b.Text != nil {
 		text = *b.Text
 	}
 	if !utf8.ValidString(text) {
-		return b, errors.New("text is not valid UTF-8")
+		return b, att, errors.New("text is not valid UTF-8")
 	}
 	if n := utf8.RuneCountInString(text); n > MaxTextLength {
-		return b, fmt.Errorf("text: size must be between 0 and %d, got %d", MaxTextLength, n)
+		return b, att, fmt.Errorf("text: size must be between 0 and %d, got %d", MaxTextLength, n)
 	}
 	if text == "" && len(b.Attachments) == 0 {
-		return b, errors.New("text or attachments must be set")
+		return b, att, errors.New("text or attachments must be set")
 	}
-	return b, nil
+	if att, err = parseAttachments(b.Attachments); err != nil {
+		return b, att, err
+	}
+	return b, att, nil
 }
 
 // sendMessage handles one POST /messages.
@@ -304,7 +308,7 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 			return
 		}
 	}
-	body, err := readBody(w, r)
+	body, att, err := readBody(w, r)
 	if err != nil {
 		e.reply(w, r, http.StatusBadRequest, badRequest("%v", err))
 		return
@@ -336,6 +340,8 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 			Notify:             body.Notify == nil || *body.Notify,
 			DisableLinkPreview: noPreview,
 			Attachments:        len(body.Attachments),
+			Images:             att.images,
+			Buttons:            att.buttons,
 			Time:               now,
 			ResponseDropped:    dropped,
 		}

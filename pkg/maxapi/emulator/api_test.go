@@ -2,6 +2,7 @@ package emulator_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -163,6 +164,16 @@ func TestBadRequests(t *testing.T) {
 		{"unknown format", "user_id=1", `{"text":"x","format":"MarkdownV2"}`, "format"},
 		{"empty", "user_id=1", `{"text":""}`, "text or attachments"},
 		{"too long", "user_id=1", `{"text":"` + long + `"}`, "4000"},
+		{"unknown attachment", "user_id=1", `{"text":"x","attachments":[{"type":"gif","payload":{}}]}`, "not a known attachment type"},
+		{"image by url and token", "user_id=1", `{"text":"x","attachments":[{"type":"image","payload":{"url":"https://a.example/p.jpg","token":"t"}}]}`, "exactly one of url, token and photos"},
+		{"image without url", "user_id=1", `{"text":"x","attachments":[{"type":"image","payload":{"url":""}}]}`, "url: size must be at least 1"},
+		{"keyboard without buttons", "user_id=1", `{"text":"x","attachments":[{"type":"inline_keyboard","payload":{"buttons":[]}}]}`, "buttons: size must be at least 1"},
+		{"four links a row", "user_id=1", `{"text":"x","attachments":[{"type":"inline_keyboard","payload":{"buttons":[[` + links(4) + `]]}}]}`, "at most 3 buttons a row"},
+		{"31 rows", "user_id=1", `{"text":"x","attachments":[{"type":"inline_keyboard","payload":{"buttons":[` + strings.TrimSuffix(strings.Repeat("["+links(1)+"],", 31), ",") + `]}}]}`, "at most 30 rows"},
+		{"link without url", "user_id=1", `{"text":"x","attachments":[{"type":"inline_keyboard","payload":{"buttons":[[{"type":"link","text":"a"}]]}}]}`, "url: size must be between 1 and 2048"},
+		{"long label", "user_id=1", `{"text":"x","attachments":[{"type":"inline_keyboard","payload":{"buttons":[[{"type":"link","text":"` + strings.Repeat("x", 129) + `","url":"https://a.example"}]]}}]}`, "text: size must be between 1 and 128"},
+		{"unknown button", "user_id=1", `{"text":"x","attachments":[{"type":"inline_keyboard","payload":{"buttons":[[{"type":"pay","text":"a"}]]}}]}`, "not a known button type"},
+		{"two keyboards", "user_id=1", `{"text":"x","attachments":[{"type":"inline_keyboard","payload":{"buttons":[[` + links(1) + `]]}},{"type":"inline_keyboard","payload":{"buttons":[[` + links(1) + `]]}}]}`, "only one inline_keyboard"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := e.do(http.MethodPost, "/messages?"+tt.query, tt.body, "")
@@ -177,6 +188,37 @@ func TestBadRequests(t *testing.T) {
 	}
 	if n := e.emu.Stats().Delivered; n != 1 {
 		t.Errorf("delivered %d, want 1", n)
+	}
+}
+
+// links returns n link buttons as JSON objects.
+func links(n int) string {
+	b := make([]string, n)
+	for i := range b {
+		b[i] = fmt.Sprintf(`{"type":"link","text":"b%d","url":"https://a.example/%d"}`, i, i)
+	}
+	return strings.Join(b, ",")
+}
+
+// The image and the keyboard of a message are recorded as sent.
+func TestAttachmentsRecorded(t *testing.T) {
+	t.Parallel()
+	e := setup(t, emulator.Config{})
+	a := e.do(http.MethodPost, "/messages?user_id=7", `{"text":"Order A1 shipped","attachments":[`+
+		`{"type":"image","payload":{"url":"https://cdn.shop.example/A1.jpg"}},`+
+		`{"type":"inline_keyboard","payload":{"buttons":[[{"type":"link","text":"Track","url":"https://shop.example/A1"},{"type":"callback","text":"Thanks","payload":"thx"}]]}}]}`, "")
+	if a.status != http.StatusOK {
+		t.Fatalf("got %d %s", a.status, a.raw)
+	}
+	m := e.emu.Messages()[0]
+	want := [][]emulator.Button{{{Type: "link", Text: "Track", URL: "https://shop.example/A1"}, {Type: "callback", Text: "Thanks", Payload: "thx"}}}
+	if m.Attachments != 2 || len(m.Images) != 1 || m.Images[0] != "https://cdn.shop.example/A1.jpg" || fmt.Sprint(m.Buttons) != fmt.Sprint(want) {
+		t.Errorf("recorded %+v", m)
+	}
+	// Seven callback buttons fit in a row; an image alone needs no text.
+	seven := strings.TrimSuffix(strings.Repeat(`{"type":"callback","text":"c","payload":"p"},`, 7), ",")
+	if a := e.do(http.MethodPost, "/messages?user_id=7", `{"attachments":[{"type":"inline_keyboard","payload":{"buttons":[[`+seven+`]]}},{"type":"image","payload":{"token":"tok"}}]}`, ""); a.status != http.StatusOK {
+		t.Errorf("seven callback buttons and an image by token: %d %s", a.status, a.raw)
 	}
 }
 

@@ -24,6 +24,10 @@ type Message struct {
 	DisableLinkPreview bool `json:"disable_link_preview,omitempty"`
 	// Attachments is how many attachments were sent.
 	Attachments int `json:"attachments,omitempty"`
+	// Images are the image attachments: their URL as sent (or token:…).
+	Images []string `json:"images,omitempty"`
+	// Buttons are the inline keyboard's rows as sent.
+	Buttons [][]Button `json:"buttons,omitempty"`
 	// Time is when the emulator accepted the message, on its clock, with
 	// nanosecond precision.
 	Time time.Time `json:"time"`

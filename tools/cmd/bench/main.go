@@ -78,9 +78,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.CeilingInFlight, "ceiling-in-flight", cfg.CeilingInFlight, "the worker's -max-in-flight in scenario 5")
 	fs.IntVar(&cfg.MemoryPending, "memory-pending", cfg.MemoryPending, "pending notifications in scenario 6")
 	fs.IntVar(&cfg.MemoryChats, "memory-chats", cfg.MemoryChats, "chats they spread over in scenario 6")
-	fs.IntVar(&cfg.EndToEndRate, "end-to-end-rate", cfg.EndToEndRate, "orders per second the shop places in scenario 7")
-	fs.DurationVar(&cfg.EndToEndDuration, "end-to-end-duration", cfg.EndToEndDuration, "how long the shop places them in scenario 7 (whole seconds)")
-	fs.IntVar(&cfg.EndToEndChats, "end-to-end-chats", cfg.EndToEndChats, "chats the orders of scenario 7 go to, round robin")
+	fs.IntVar(&cfg.FailoverRuns, "failover-runs", cfg.FailoverRuns, "runs of each fault of scenario 7 (at least 3)")
+	fs.Float64Var(&cfg.FailoverRate, "failover-rate", cfg.FailoverRate, "orders per second during scenario 7's runs")
+	fs.IntVar(&cfg.EndToEndRate, "end-to-end-rate", cfg.EndToEndRate, "orders per second the shop places in scenario 8")
+	fs.DurationVar(&cfg.EndToEndDuration, "end-to-end-duration", cfg.EndToEndDuration, "how long the shop places them in scenario 8 (whole seconds)")
+	fs.IntVar(&cfg.EndToEndChats, "end-to-end-chats", cfg.EndToEndChats, "chats the orders of scenario 8 go to, round robin")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: bench [flags]
 
@@ -112,8 +114,8 @@ hour on a two-core machine; make bench runs it after make build.
 		*out = filepath.Join(cfg.WorkDir, "BENCHMARKS.md")
 		*plots = filepath.Join(cfg.WorkDir, "plots")
 		*results = filepath.Join(cfg.WorkDir, "results.json")
-	} else if min(cfg.Runs, cfg.TelegramRuns, cfg.SyncRuns) < minRuns {
-		return usageError{fmt.Errorf("-runs, -telegram-runs and -sync-runs must be at least %d: a median needs a spread", minRuns)}
+	} else if min(cfg.Runs, cfg.TelegramRuns, cfg.SyncRuns, cfg.FailoverRuns) < minRuns {
+		return usageError{fmt.Errorf("-runs, -telegram-runs, -sync-runs and -failover-runs must be at least %d: a median needs a spread", minRuns)}
 	}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
@@ -142,6 +144,17 @@ hour on a two-core machine; make bench runs it after make build.
 		return err // nothing is written for an interrupted or impossible run
 	}
 	rep.Command = *command
+	if len(cfg.Only) > 0 && !*smoke {
+		// -only re-measures some groups: the others keep the rows of the
+		// last run saved in -results.
+		prev, err := bench.LoadReport(*results)
+		switch {
+		case err == nil:
+			rep = bench.Merge(prev, rep)
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("keeping the other scenarios' rows: %w", err)
+		}
+	}
 	if err := rep.Save(*results); err != nil {
 		return err
 	}

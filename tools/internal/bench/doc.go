@@ -12,7 +12,9 @@
 //     same orders without it.
 //  2. Drain: pkg/publisher draining outbox rows into NOTIFY against a raw
 //     JetStream async publish of the same messages to an identical fresh
-//     stream on the same server.
+//     stream on the same server, and against the pinned nats CLI's own
+//     `nats bench js pub async` and `... fast` with the same message size
+//     and count.
 //  3. Latency: commit → PubAck while idle, and commit → sendMessage at the
 //     Bot API through the running publisher and worker.
 //  4. Telegram's limit: the worker's achieved rate against the 30 msg/s
@@ -20,6 +22,11 @@
 //  5. Worker ceiling: msg/s and CPU per message with the limits off, against
 //     the 1000 msg/s paid-broadcast limit.
 //  6. Memory: the worker's peak RSS holding a large backlog, against 64 MiB.
+//  7. Failover: the longest silence (no delivery while orders wait) after
+//     a SIGKILL of the active worker with a hot standby, a SIGKILL of
+//     NOTIFY's leader node in a three-node cluster and a step-down of that
+//     leader, against the same measured without the fault earlier in the
+//     run; and the commit → delivery p99 during each.
 //
 // The system runs as it is deployed: nats-server, the publisher and the
 // telegram worker are the binaries `make build` puts into ./bin, started and

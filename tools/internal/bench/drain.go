@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -28,74 +29,171 @@ const drainChats = 1000
 const drainTimeout = 10 * time.Minute
 
 // drain is scenario 2: the publisher against raw JetStream publishing, on
-// the default server and on one that fsyncs every write.
+// the default server and on one that fsyncs every write; on the default
+// server also against the pinned nats CLI's own publish benchmarks, async
+// and fast-ingest, with messages of the same size and count.
 func (r *runner) drain(ctx context.Context) []*Result {
 	var out []*Result
 	for _, v := range []struct {
-		id   string
-		sync serverSync
-		rows int
-		runs int
+		id    string
+		sync  serverSync
+		rows  int
+		runs  int
+		peers bool
 	}{
-		{"2", syncDefault, r.cfg.DrainRows, r.cfg.Runs},
-		{"2′", syncAlways, r.cfg.DrainSyncRows, r.cfg.SyncRuns},
+		{"2", syncDefault, r.cfg.DrainRows, r.cfg.Runs, true},
+		{"2′", syncAlways, r.cfg.DrainSyncRows, r.cfg.SyncRuns, false},
 	} {
-		res := &Result{
-			ID: v.id, Title: fmt.Sprintf("Drain %s rows, %s", group(int64(v.rows)), v.sync),
-			Ours: "pkg/publisher: outbox → NOTIFY", Reference: "raw JetStream async publish of the same messages",
-			Unit: "msg/s", RefUnit: "msg/s",
-			Goal: Goal{Text: "≥ 0.8×", Limit: 0.8},
-			ExtraColumns: []string{
-				"client CPU µs/msg (outbox)", "client CPU µs/msg (raw)",
-				"nats-server CPU µs/msg (outbox)", "nats-server CPU µs/msg (raw)",
-			},
-			Method: fmt.Sprintf("One nats-server process (`bin/nats-server`, the production configuration, %s) "+
-				"per scenario; NOTIFY (file storage, R1) is deleted and provisioned afresh before each variant, so both "+
-				"publish into an identical empty stream on the same server. Each run fills a fresh outbox with %d rows "+
-				"(the shop's order notifications over %d chats); each variant then moves those rows into the stream twice, "+
-				"in the order ABBA (outbox first in odd runs, raw first in even ones) so that a drift of the machine weighs "+
-				"on both alike. **outbox**: `publisher.Open` + `Run` on a copy of the outbox, in this process with default options, timed from `Run` to the last row marked published (PubAcks "+
-				"counted with the `AfterAck` hook, marking seen in `tgnotify_publisher_published_total`); **raw**: the same "+
-				"rows, read from the outbox beforehand, published with nats.go `jetstream.PublishMsgAsync` "+
-				"(`jetstream.NotificationMsg`: same subject, payload, headers and `Nats-Msg-Id`), timed to the last PubAck. "+
-				"Each drain checks that the stream then holds exactly %d messages. Figure: messages per second over "+
-				"both drains of a variant.",
-				v.sync, v.rows, drainChats, v.rows),
+		out = append(out, r.drainScenario(ctx, v.id, v.sync, v.rows, v.runs, v.peers)...)
+	}
+	return out
+}
+
+// drainVariant is one way to move the rows into NOTIFY.
+type drainVariant int
+
+const (
+	variantOutbox drainVariant = iota
+	variantRaw
+	variantNATSAsync
+	variantNATSFast
+)
+
+// drainMethod describes what every variant does, for the report.
+func drainMethod(sync serverSync, rows int, peers bool) string {
+	variants := "two variants (**outbox**, **raw**)"
+	order := "in the order ABBA (outbox first in odd runs, raw first in even ones)"
+	if peers {
+		variants = "four variants (**outbox**, **raw**, **nats bench async**, **nats bench fast**)"
+		order = "in a palindromic order that rotates from run to run (ABCDDCBA, BCDAADCB, ...)"
+	}
+	m := fmt.Sprintf("One nats-server process (`bin/nats-server`, the production configuration, %s) "+
+		"per scenario; NOTIFY (file storage, R1, as declared: `allow_batched` on) is deleted and provisioned afresh "+
+		"before each drain, so every variant publishes into an identical empty stream on the same server. Each run "+
+		"fills a fresh outbox with %d rows (the shop's order notifications over %d chats); %s then move that many "+
+		"messages into the stream twice each, %s, so that a drift of the machine weighs on all alike. "+
+		"**outbox**: `publisher.Open` + `Run` on a copy of the outbox, in this process with default options "+
+		"(fast-ingest batches), timed from `Run` to the last row marked published (rows counted with the `AfterAck` "+
+		"hook, marking seen in `tgnotify_publisher_published_total`); **raw**: the same rows, read from the outbox "+
+		"beforehand, published with nats.go `jetstream.PublishMsgAsync` (`jetstream.NotificationMsg`: same subject, "+
+		"payload, headers and `Nats-Msg-Id`), timed to the last PubAck.",
+		sync, rows, drainChats, variants, order)
+	if peers {
+		m += fmt.Sprintf(" **nats bench async** and **nats bench fast**: the pinned CLI (`bin/nats bench js pub async` "+
+			"and `... fast`, default flags otherwise) publishing the same count to NOTIFY with payloads of the rows' mean "+
+			"size, `--dedup` (a `Nats-Msg-Id` each), the rows' other headers (`-H`) and %d subjects "+
+			"(`--multisubject --multisubjectmax %d`); their figure is the rate the CLI reports, which leaves out its "+
+			"start-up, and their CPU is the whole process's.", natsBenchChats, natsBenchChats)
+	}
+	return m + fmt.Sprintf(" Each drain checks that the stream then holds exactly %d messages. Figure: messages per "+
+		"second over both drains of a variant; client CPU: the publishing process's CPU time per message (this "+
+		"process's for outbox and raw).", rows)
+}
+
+// drainScenario measures the drain on one server setting and returns its
+// rows: against raw publishing, and with peers against the two nats bench
+// modes.
+func (r *runner) drainScenario(ctx context.Context, id string, sync serverSync, rows, runs int, peers bool) []*Result {
+	method := drainMethod(sync, rows, peers)
+	newResult := func(id, ref, refName string, goal Goal) *Result {
+		cols := []string{"client CPU µs/msg (outbox)", "client CPU µs/msg (" + refName + ")",
+			"nats-server CPU µs/msg (outbox)", "nats-server CPU µs/msg (" + refName + ")"}
+		return &Result{
+			ID: id, Title: fmt.Sprintf("Drain %s rows, %s", group(int64(rows)), sync),
+			Ours: "pkg/publisher: outbox → NOTIFY", Reference: ref,
+			Unit: "msg/s", RefUnit: "msg/s", Goal: goal, ExtraColumns: cols, Method: method,
 		}
-		var (
-			st  *stack
-			cpu [3][]float64 // outbox client, raw client, nats-server (mean of both): µs per message
-		)
-		out = append(out, r.measure(ctx, res, v.runs, func(ctx context.Context, run int) (RunFigures, error) {
-			if st == nil { // one server for every run of this variant
-				var err error
-				if st, err = r.newStack(ctx, "drain", v.sync); err != nil {
-					return RunFigures{}, err
-				}
+	}
+	raw := newResult(id, "raw JetStream async publish of the same messages", "raw", Goal{Text: "≥ 0.9×", Limit: 0.9})
+	results := []*Result{raw}
+	refs := []drainVariant{variantRaw}
+	if peers {
+		async := newResult(id+"a", "`nats bench js pub async`, same size and count", "nats bench", Goal{Text: "≥ 1.0×", Limit: 1.0})
+		fast := newResult(id+"b", "`nats bench js pub fast` (fast-ingest batches), same size and count", "nats bench", Goal{Text: "≥ 0.8× (aim)", Limit: 0.8})
+		results = append(results, async, fast)
+		refs = append(refs, variantNATSAsync, variantNATSFast)
+	}
+	var (
+		st  *stack
+		cpu = map[drainVariant][]float64{} // client µs per message, per run
+	)
+	r.measure(ctx, raw, runs, func(ctx context.Context, run int) (RunFigures, error) {
+		if st == nil { // one server for every run of this scenario
+			var err error
+			if st, err = r.newStack(ctx, "drain", sync); err != nil {
+				return RunFigures{}, err
 			}
-			f, o, raw, err := r.drainRun(ctx, st, run, v.rows)
-			if err == nil {
-				cpu[0], cpu[1], cpu[2] = append(cpu[0], o.cpu()), append(cpu[1], raw.cpu()), append(cpu[2], (o.serverCPU()+raw.serverCPU())/2)
-			}
-			return f, err
-		}))
-		if len(res.Runs) > 0 {
-			o, raw, srv := Summarize(cpu[0]).Median, Summarize(cpu[1]).Median, Summarize(cpu[2]).Median
-			res.Notes = append(res.Notes, fmt.Sprintf("Median CPU per message: the publisher %.1f µs (reading and "+
-				"marking SQLite rows included), raw publishing %.1f µs, the nats-server %.1f µs for either. Both clients "+
-				"share the machine's %d cores with the server, so each µs of client CPU is taken from the server: "+
-				"CPU alone would bound the drain at %s msg/s and the raw publish at %s msg/s (a ratio of %.2f).",
-				o, raw, srv, runtime.NumCPU(), fmtNum(float64(runtime.NumCPU())*1e6/(o+srv)), fmtNum(float64(runtime.NumCPU())*1e6/(raw+srv)), (raw+srv)/(o+srv)))
 		}
-		if st != nil {
-			err := st.close()
-			st.removeData(err != nil || res.Error != "")
-			if err != nil {
+		figs, err := r.drainRun(ctx, st, run, rows, append([]drainVariant{variantOutbox}, refs...))
+		if err != nil {
+			return RunFigures{}, err
+		}
+		o := figs[variantOutbox]
+		cpu[variantOutbox] = append(cpu[variantOutbox], o.cpu())
+		var first RunFigures
+		for i, v := range refs {
+			f := figs[v]
+			cpu[v] = append(cpu[v], f.cpu())
+			rf := RunFigures{
+				Ours: o.rate(), Reference: f.rate(), Ratio: ratio(o.rate(), f.rate()),
+				Extra: []string{
+					fmt.Sprintf("%.1f", o.cpu()), fmt.Sprintf("%.1f", f.cpu()),
+					fmt.Sprintf("%.1f", o.serverCPU()), fmt.Sprintf("%.1f", f.serverCPU()),
+				},
+			}
+			if i == 0 {
+				first = rf
+				continue
+			}
+			results[i].Runs = append(results[i].Runs, rf)
+			r.logf("%s %s run %d/%d: %s", results[i].ID, results[i].Title, run+1, runs, results[i].describeRun(rf))
+		}
+		return first, nil
+	})
+	for _, res := range results[1:] {
+		res.Elapsed, res.Load, res.Error = raw.Elapsed, raw.Load, raw.Error
+	}
+	if len(raw.Runs) > 0 {
+		median := func(v drainVariant) float64 { return Summarize(cpu[v]).Median }
+		names := map[drainVariant]string{variantRaw: "raw publishing", variantNATSAsync: "`nats bench` async", variantNATSFast: "`nats bench` fast"}
+		for i, v := range refs {
+			res := results[i]
+			res.Ours += fmt.Sprintf(", client CPU %.1f µs/msg", median(variantOutbox))
+			res.Reference += fmt.Sprintf(", client CPU %.1f µs/msg", median(v))
+			res.Notes = append(res.Notes, r.drainCPUNote(raw, median(variantOutbox), median(v), names[v]))
+		}
+	}
+	if st != nil {
+		err := st.close()
+		st.removeData(err != nil || raw.Error != "")
+		if err != nil {
+			for _, res := range results {
 				res.fail(err)
 			}
 		}
 	}
-	return out
+	return results
+}
+
+// drainCPUNote explains the CPU per message of the outbox and of a
+// reference, from the medians of the runs: on a machine whose cores the
+// clients share with the server, CPU alone bounds each rate.
+func (r *runner) drainCPUNote(res *Result, ours, ref float64, refName string) string {
+	var srv []float64
+	for _, f := range res.Runs {
+		if len(f.Extra) == 4 {
+			v, err := strconv.ParseFloat(f.Extra[2], 64)
+			if err == nil {
+				srv = append(srv, v)
+			}
+		}
+	}
+	s := Summarize(srv).Median
+	cores := float64(runtime.NumCPU())
+	return fmt.Sprintf("Median client CPU per message: the publisher %.1f µs (reading and marking SQLite rows included), "+
+		"%s %.1f µs; the nats-server spends %.1f µs per message of the drain. The clients share the machine's %d cores "+
+		"with the server, so each µs of client CPU is taken from the server: CPU alone would bound the drain at %s msg/s.",
+		ours, refName, ref, s, runtime.NumCPU(), fmtNum(cores*1e6/(ours+s)))
 }
 
 // drainFigures add up one variant's drains: messages, wall time, and the
@@ -116,50 +214,68 @@ func (f drainFigures) rate() float64 { return float64(f.n) / f.wall.Seconds() }
 func (f drainFigures) cpu() float64       { return float64(f.self.Microseconds()) / float64(f.n) }
 func (f drainFigures) serverCPU() float64 { return float64(f.nats.Microseconds()) / float64(f.n) }
 
-// drainRun measures one run: each variant twice, in the order ABBA, A
-// being the outbox in even runs and raw publishing in odd ones, so that a
-// drift of the machine's speed during the run weighs on both alike.
-func (r *runner) drainRun(ctx context.Context, st *stack, run, rows int) (f RunFigures, outboxF, rawF drainFigures, err error) {
+// drainOrder is the order of the drains of one run: the variants in a
+// rotation that moves on with every run, then the same in reverse, so each
+// variant drains twice and a drift of the machine during the run weighs on
+// all of them alike. With two variants it is ABBA and BAAB.
+func drainOrder(variants []drainVariant, run int) []drainVariant {
+	n := len(variants)
+	order := make([]drainVariant, 0, 2*n)
+	for i := range n {
+		order = append(order, variants[(i+run)%n])
+	}
+	for i := n - 1; i >= 0; i-- {
+		order = append(order, order[i])
+	}
+	return order
+}
+
+// drainRun measures one run: every variant twice, in drainOrder.
+func (r *runner) drainRun(ctx context.Context, st *stack, run, rows int, variants []drainVariant) (map[drainVariant]drainFigures, error) {
 	db := filepath.Join(st.dir, fmt.Sprintf("drain-%d.db", run))
 	if err := fillOutbox(ctx, db, fmt.Sprintf("D%d-", run), rows, 1000, func(i int) int64 { return int64(1000 + i%drainChats) }); err != nil {
-		return f, outboxF, rawF, err
+		return nil, err
 	}
+	defer os.Remove(db)
 	pending, err := pendingRows(ctx, db)
 	if err != nil {
-		return f, outboxF, rawF, err
+		return nil, err
 	}
 	if len(pending) != rows {
-		return f, outboxF, rawF, fmt.Errorf("outbox holds %d pending rows, want %d", len(pending), rows)
+		return nil, fmt.Errorf("outbox holds %d pending rows, want %d", len(pending), rows)
 	}
-	// The second outbox drain needs the rows pending again: a copy of the
-	// checkpointed file (it has no -wal) is the same outbox.
-	copies := []string{db, db + ".copy"}
-	if err := copyFile(db, copies[1]); err != nil {
-		return f, outboxF, rawF, err
-	}
-	defer os.Remove(copies[1])
-	for k, outboxTurn := range []bool{true, false, false, true} {
-		var g drainFigures
-		if outboxTurn == (run%2 == 0) {
-			g, err = r.drainOutbox(ctx, st, copies[0], rows)
-			copies = copies[1:]
-			outboxF = outboxF.add(g)
-		} else {
+	shape := shapeOf(pending)
+	figs := map[drainVariant]drainFigures{}
+	outboxDrains := 0
+	for k, v := range drainOrder(variants, run) {
+		var (
+			g   drainFigures
+			err error
+		)
+		switch v {
+		case variantOutbox:
+			// Each outbox drain needs the rows pending: a copy of the
+			// checkpointed file (it has no -wal) is the same outbox.
+			outboxDrains++
+			cp := fmt.Sprintf("%s.%d", db, outboxDrains)
+			if err := copyFile(db, cp); err != nil {
+				return nil, err
+			}
+			g, err = r.drainOutbox(ctx, st, cp, rows)
+			os.Remove(cp)
+		case variantRaw:
 			g, err = r.drainRaw(ctx, st, pending)
-			rawF = rawF.add(g)
+		case variantNATSAsync:
+			g, err = r.drainNATSBench(ctx, st, natsBenchAsync, rows, shape)
+		case variantNATSFast:
+			g, err = r.drainNATSBench(ctx, st, natsBenchFast, rows, shape)
 		}
 		if err != nil {
-			return f, outboxF, rawF, fmt.Errorf("drain %d of 4: %w", k+1, err)
+			return nil, fmt.Errorf("drain %d of %d: %w", k+1, 2*len(variants), err)
 		}
+		figs[v] = figs[v].add(g)
 	}
-	o, raw := outboxF.rate(), rawF.rate()
-	return RunFigures{
-		Ours: o, Reference: raw, Ratio: ratio(o, raw),
-		Extra: []string{
-			fmt.Sprintf("%.1f", outboxF.cpu()), fmt.Sprintf("%.1f", rawF.cpu()),
-			fmt.Sprintf("%.1f", outboxF.serverCPU()), fmt.Sprintf("%.1f", rawF.serverCPU()),
-		},
-	}, outboxF, rawF, nil
+	return figs, nil
 }
 
 // copyFile copies the file at from to to.
@@ -187,7 +303,13 @@ func freshStream(ctx context.Context, st *stack) error {
 	if err := st.js.DeleteStream(dctx, jetstream.StreamNotify); err != nil && !isStreamNotFound(err) {
 		return fmt.Errorf("deleting NOTIFY: %w", err)
 	}
-	return st.provision(ctx)
+	if err := st.provision(ctx); err != nil {
+		return err
+	}
+	if got, err := streamMsgs(ctx, st.js); err != nil || got != 0 {
+		return fmt.Errorf("NOTIFY holds %d messages after it was created afresh, want 0 (%v)", got, err)
+	}
+	return nil
 }
 
 // clocks samples the CPU time of this process and of the nats-server.

@@ -13,7 +13,7 @@ const (
 	endToEndP99Goal  = 250 * time.Millisecond
 )
 
-// endToEnd is scenario 7: the whole pipeline at Telegram's paid-broadcast
+// endToEnd is scenario 8: the whole pipeline at Telegram's paid-broadcast
 // rate, on a server that fsyncs every write: (a) the rate it keeps, (b) how
 // long a notification takes from the commit to Telegram.
 func (r *runner) endToEnd(ctx context.Context) []*Result {
@@ -33,7 +33,7 @@ func (r *runner) endToEnd(ctx context.Context) []*Result {
 		r.cfg.EndToEndRate, secs, n, r.cfg.EndToEndRate, r.cfg.EndToEndChats,
 		float64(r.cfg.EndToEndChats)/float64(r.cfg.EndToEndRate))
 	rate := &Result{
-		ID: "7a", Title: fmt.Sprintf("End to end at the paid-broadcast rate: %d notifications/s for %s, %s", r.cfg.EndToEndRate, secs, syncAlways),
+		ID: "8a", Title: fmt.Sprintf("End to end at the paid-broadcast rate: %d notifications/s for %s, %s", r.cfg.EndToEndRate, secs, syncAlways),
 		Ours: "delivery rate (shop → outbox → publisher → worker → Telegram)", Reference: "the rate placed (Telegram's paid-broadcast limit)",
 		Unit: "msg/s", RefUnit: "msg/s",
 		Goal:         Goal{Text: fmt.Sprintf("≥ %.2f×, and 0 × 429", endToEndRateGoal), Limit: endToEndRateGoal},
@@ -41,7 +41,7 @@ func (r *runner) endToEnd(ctx context.Context) []*Result {
 		Method:       method,
 	}
 	latency := &Result{
-		ID: "7b", Title: fmt.Sprintf("End to end at the paid-broadcast rate: commit → delivery, %s", syncAlways),
+		ID: "8b", Title: fmt.Sprintf("End to end at the paid-broadcast rate: commit → delivery, %s", syncAlways),
 		Ours: "p99 commit → sendMessage", Reference: "the goal",
 		Unit: "ms", RefUnit: "ms",
 		Goal:         Goal{Text: fmt.Sprintf("p99 ≤ %d ms", endToEndP99Goal.Milliseconds()), AtMost: true, Limit: 1},

@@ -142,8 +142,9 @@ func (r *runner) telegramLimit(ctx context.Context) []*Result {
 		if err == nil && !plotted {
 			plotted = true
 			r.report.Plots = append(r.report.Plots, Plot{
-				File:  "telegram-limit.png",
-				Title: fmt.Sprintf("Scenario 4a: %d notifications to %d chats, Telegram's limits", n, n),
+				Scenario: "4a",
+				File:     "telegram-limit.png",
+				Title:    fmt.Sprintf("Scenario 4a: %d notifications to %d chats, Telegram's limits", n, n),
 				Caption: fmt.Sprintf("Messages the emulator accepted per second (run 1 of %d) against Telegram's "+
 					"30 msg/s bot-wide limit.", r.cfg.TelegramRuns),
 				Series: RateSeries{Sends: sends, Limit: telegram.BotRate, Bin: time.Second},

@@ -55,12 +55,23 @@ func (s RateSeries) Rates() plotter.XYs {
 
 // Plot is one figure of the report.
 type Plot struct {
+	// Scenario is the row the plot belongs to ("4a").
+	Scenario string `json:",omitempty"`
 	// File is the PNG's file name, inside the plot directory.
 	File string
 	// Title is drawn on the figure; Caption goes under it in the report.
 	Title, Caption string
 	// Series is what is drawn.
 	Series RateSeries
+}
+
+// Group is the scenario group of the plot's row; plots saved before rows
+// were recorded are group 4's (the only ones then).
+func (p Plot) Group() string {
+	if p.Scenario == "" {
+		return "4"
+	}
+	return (&Result{ID: p.Scenario}).Group()
 }
 
 // WritePlots draws every plot of the report as a PNG into dir.

@@ -14,6 +14,8 @@ type Goal struct {
 	AtMost bool
 	// Limit is the bound on the ratio.
 	Limit float64
+	// Report marks a figure reported without a goal (its verdict says so).
+	Report bool `json:",omitempty"`
 }
 
 // Met reports whether ratio meets the goal. NaN never does.
@@ -127,6 +129,18 @@ type Result struct {
 	Elapsed time.Duration
 	// Load is the load average (1, 5, 15 min) when the scenario started.
 	Load string
+	// Measured is when the scenario started.
+	Measured time.Time `json:",omitzero"`
+}
+
+// Group is the scenario group of the row: the digits its ID starts with
+// ("4" for "4b").
+func (r *Result) Group() string {
+	i := 0
+	for i < len(r.ID) && r.ID[i] >= '0' && r.ID[i] <= '9' {
+		i++
+	}
+	return r.ID[:i]
 }
 
 // OursSummary summarises our figure over the runs.

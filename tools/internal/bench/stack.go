@@ -42,6 +42,14 @@ type stack struct {
 	publisher *procs.Process
 	worker    *procs.Process
 	workerURL string
+
+	// cluster is a three-node NATS (newClusterStack); nats is nil then.
+	// declaration is the JetStream declaration the daemons read on it.
+	cluster     *system.Cluster
+	declaration string
+	// standby is a second telegram worker, standbyURL its HTTP address.
+	standby    *procs.Process
+	standbyURL string
 }
 
 // serverSync says how the nats-server of a stack stores messages.
@@ -133,32 +141,57 @@ func (st *stack) startEmulator(limits emulator.Limits) error {
 func (st *stack) startPublisher(ctx context.Context, bin, db string) error {
 	var err error
 	st.publisher, err = st.launch(ctx, 1, func(ports []int) (procs.Spec, string, error) {
-		args := []string{"-db", db, "-nats", st.natsURL, "-http", procs.Addr(ports[0])}
+		args := append([]string{"-db", db, "-nats", st.natsURL, "-http", procs.Addr(ports[0])}, st.declarationArgs()...)
 		return procs.Spec{Name: "publisher", Path: bin, Args: args, Unset: system.CleanEnv()},
 			"http://" + procs.Addr(ports[0]) + "/readyz", nil
 	})
 	return err
 }
 
+// declarationArgs give a daemon the stack's JetStream declaration, if it
+// has one.
+func (st *stack) declarationArgs() []string {
+	if st.declaration == "" {
+		return nil
+	}
+	return []string{"-jetstream-config", st.declaration}
+}
+
 // startWorker starts bin/telegram-worker against the stack's emulator with
 // extra flags after the stack's own.
 func (st *stack) startWorker(ctx context.Context, bin string, extra ...string) error {
-	if st.emu == nil {
-		return errors.New("starting the worker: the stack has no emulator")
-	}
 	var err error
-	st.worker, err = st.launch(ctx, 1, func(ports []int) (procs.Spec, string, error) {
-		st.workerURL = "http://" + procs.Addr(ports[0])
-		args := append([]string{
+	st.worker, st.workerURL, err = st.startWorkerNamed(ctx, "telegram-worker", bin, extra...)
+	return err
+}
+
+// startStandby starts a second telegram worker on the same consumer: the
+// hot standby.
+func (st *stack) startStandby(ctx context.Context, bin string, extra ...string) error {
+	var err error
+	st.standby, st.standbyURL, err = st.startWorkerNamed(ctx, "telegram-worker-2", bin, extra...)
+	return err
+}
+
+// startWorkerNamed starts a telegram worker process named name and returns
+// it with its HTTP base URL.
+func (st *stack) startWorkerNamed(ctx context.Context, name, bin string, extra ...string) (*procs.Process, string, error) {
+	if st.emu == nil {
+		return nil, "", errors.New("starting the worker: the stack has no emulator")
+	}
+	var url string
+	p, err := st.launch(ctx, 1, func(ports []int) (procs.Spec, string, error) {
+		url = "http://" + procs.Addr(ports[0])
+		args := append(append([]string{
 			"-nats", st.natsURL,
 			"-telegram-api", st.emu.url,
 			"-http", procs.Addr(ports[0]),
 			"-stats-interval", "1s",
-		}, extra...)
-		return procs.Spec{Name: "telegram-worker", Path: bin, Args: args, Env: []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}, Unset: system.CleanEnv()},
-			st.workerURL + "/readyz", nil
+		}, st.declarationArgs()...), extra...)
+		return procs.Spec{Name: name, Path: bin, Args: args, Env: []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}, Unset: system.CleanEnv()},
+			url + "/readyz", nil
 	})
-	return err
+	return p, url, err
 }
 
 // maxStartAttempts bounds how often a process is started again after losing
@@ -210,7 +243,7 @@ func (st *stack) failure() error {
 // returns the first unclean stop or unexpected exit.
 func (st *stack) close() error {
 	errs := []error{st.failure()}
-	for _, p := range []*procs.Process{st.publisher, st.worker} {
+	for _, p := range []*procs.Process{st.publisher, st.worker, st.standby} {
 		if p != nil {
 			errs = append(errs, p.Stop())
 		}
@@ -223,6 +256,12 @@ func (st *stack) close() error {
 	}
 	if st.nats != nil {
 		errs = append(errs, st.nats.Stop())
+	}
+	if st.cluster != nil {
+		for _, p := range st.cluster.Processes() {
+			errs = append(errs, p.Stop())
+		}
+		st.cluster.Close()
 	}
 	st.sup.Close()
 	return errors.Join(errs...)

@@ -67,8 +67,9 @@ func (r *runner) storm(ctx context.Context) *Result {
 				},
 			}
 			r.report.Plots = append(r.report.Plots, Plot{
-				File:  "429-storm.png",
-				Title: fmt.Sprintf("Scenario 4d: 429 storm, %d bot-wide pauses (sent in any pause: %d)", len(pauses), st.SentInAnyPause),
+				Scenario: "4d",
+				File:     "429-storm.png",
+				Title:    fmt.Sprintf("Scenario 4d: 429 storm, %d bot-wide pauses (sent in any pause: %d)", len(pauses), st.SentInAnyPause),
 				Caption: fmt.Sprintf("Messages the emulator accepted per half second, as msg/s, against the 30 msg/s limit; "+
 					"shaded: the announced pauses (from each 429 to its retry_after). Requests inside a pause: %d; "+
 					"429s answered: %d.", st.SentInAnyPause, st.RateLimited),

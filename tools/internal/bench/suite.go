@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -28,6 +29,48 @@ type Report struct {
 	Command string
 	// Versions are what the measured binaries say with -version.
 	Versions map[string]string
+	// Kept are the scenario groups whose rows and plots come from an
+	// earlier run (see Merge), with that run's date.
+	Kept map[string]time.Time `json:",omitempty"`
+}
+
+// Merge returns rep completed with the rows and plots of prev, an earlier
+// report, for every scenario group rep did not run: a run of some groups
+// (Config.Only) re-measures those and keeps the rest, each row with its own
+// date and load. The rows are in Scenarios order.
+func Merge(prev, rep *Report) *Report {
+	if prev == nil || len(rep.Config.Only) == 0 {
+		return rep
+	}
+	out := *rep
+	out.Results, out.Plots = nil, nil
+	out.Kept = map[string]time.Time{}
+	ran := func(group string) bool { return slices.Contains(rep.Config.Only, group) }
+	for _, g := range Scenarios {
+		from := rep
+		if !ran(g) {
+			from = prev
+		}
+		for _, r := range from.Results {
+			if r.Group() != g {
+				continue
+			}
+			out.Results = append(out.Results, r)
+			if from == prev {
+				date := prev.Machine.Date
+				if d, ok := prev.Kept[g]; ok {
+					date = d
+				}
+				out.Kept[g] = date
+			}
+		}
+		for _, p := range from.Plots {
+			if p.Group() == g {
+				out.Plots = append(out.Plots, p)
+			}
+		}
+	}
+	return &out
 }
 
 // runner carries the state of one suite run.
@@ -46,7 +89,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("benchmark configuration: %w", err)
 	}
-	for _, b := range []string{"nats-server", "publisher", "telegram-worker"} {
+	for _, b := range []string{"nats-server", "nats", "publisher", "telegram-worker"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("benchmark needs %s (run make build): %w", filepath.Join(cfg.BinDir, b), err)
 		}
@@ -66,7 +109,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	start := time.Now()
 	r := &runner{cfg: cfg, progress: progress, report: &Report{Machine: DescribeMachine(start), Config: cfg, Versions: map[string]string{}}}
-	for _, b := range []string{"nats-server", "publisher", "telegram-worker"} {
+	for _, b := range []string{"nats-server", "nats", "publisher", "telegram-worker"} {
 		r.report.Versions[b] = binaryVersion(ctx, r.bin(b))
 	}
 	for _, g := range []struct {
@@ -79,7 +122,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"4", r.telegramLimit},
 		{"5", r.ceiling},
 		{"6", r.memory},
-		{"7", r.endToEnd},
+		{"7", r.failover},
+		{"8", r.endToEnd},
 	} {
 		if !cfg.selected(g.id) {
 			continue
@@ -111,7 +155,7 @@ func (r *runner) logf(format string, args ...any) {
 func (r *runner) measure(ctx context.Context, res *Result, runs int, run func(ctx context.Context, i int) (RunFigures, error)) *Result {
 	start := time.Now()
 	defer func() { res.Elapsed = time.Since(start) }()
-	res.Load = LoadAverage()
+	res.Load, res.Measured = LoadAverage(), start
 	for i := range runs {
 		if err := ctx.Err(); err != nil {
 			res.fail(err)
@@ -153,10 +197,10 @@ func (r *runner) withStack(ctx context.Context, name string, sync serverSync, f 
 }
 
 // binaryVersion returns what a binary prints for -version (--version for
-// nats-server), "unknown" if it prints nothing.
+// nats-server and the nats CLI), "unknown" if it prints nothing.
 func binaryVersion(ctx context.Context, path string) string {
 	flag := "-version"
-	if filepath.Base(path) == "nats-server" {
+	if b := filepath.Base(path); b == "nats-server" || b == "nats" {
 		flag = "--version"
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

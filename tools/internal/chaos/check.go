@@ -49,7 +49,12 @@ type Observed struct {
 	Pauses          []PauseRecord
 	Blocks          map[int64]time.Time
 	Standby         int
-	Worker          WorkerSettings
+	// ClusterFaults are a cluster run's node kills, step-downs and
+	// partitions (its node restarts are in NATSRestarts).
+	ClusterFaults []ClusterFault `json:",omitempty"`
+	// FaultStart and FaultEnd bound the fault phase.
+	FaultStart, FaultEnd time.Time
+	Worker               WorkerSettings
 	// Problems are fault actions that could not be carried out and
 	// collection errors; Failures are processes that ended by themselves.
 	Problems []string
@@ -115,10 +120,11 @@ type Figures struct {
 	Events           map[string]int
 	DeliveredNoEvent []string
 	// HandedOnUndead counts channels that handed a notification on
-	// without its dead letter (a worker killed in between, and the next
-	// channel delivered first).
-	HandedOnUndead int
-	StreamMsgs     int
+	// without its dead letter (a worker killed in between, or JetStream
+	// refusing the dead letter, and the next channel delivered first);
+	// UndeadByNATS those explained by NATS failing then.
+	HandedOnUndead, UndeadByNATS int
+	StreamMsgs                   int
 	// Duplicates counts extra copies over every provider by cause.
 	// KillGaps are, for each explained by a worker kill, the kill's time
 	// minus the accepted copy's (negative: the request was on the wire as
@@ -132,11 +138,50 @@ type Figures struct {
 	DeliveredAndDead map[string]int
 	OrderViolations  int
 	Latency          []time.Duration // commit → first copy
-	OutageFailing    int64
-	OutageBound      int64
-	Emulator         emulator.Stats
-	MaxEmulator      maxemu.Stats
-	SMSEmulator      smsemu.Stats
+	// Silences are the fault phase's longest stretches without any
+	// delivery while an order waited, longest first (at most
+	// maxSilences), each with the faults under way then.
+	Silences []SilenceFigure
+	// Cluster sums up a cluster run's faults (nil on one server).
+	Cluster       *ClusterFigures `json:",omitempty"`
+	OutageFailing int64
+	OutageBound   int64
+	Emulator      emulator.Stats
+	MaxEmulator   maxemu.Stats
+	SMSEmulator   smsemu.Stats
+}
+
+// SilenceFigure is one silence of the fault phase and the faults under way
+// during it or just before.
+type SilenceFigure struct {
+	system.Silence
+	// Offset is its start from the start of the fault phase.
+	Offset time.Duration
+	During []string
+}
+
+// maxSilences is how many silences a report lists.
+const maxSilences = 5
+
+// ClusterFigures sum up a cluster run's faults.
+type ClusterFigures struct {
+	// NodeRestarts counts the nats-server restarts, each of one node
+	// (HardRestarts of them with SIGKILL).
+	NodeRestarts, HardRestarts int
+	// NodeKills counts the SIGKILLs of a node, LeaderKills those of
+	// NOTIFY's leader.
+	NodeKills, LeaderKills int
+	// Partitions counts the partitions by what they did to the node's
+	// clients ("kept", "refuse", "blackhole"); LeaderPartitions those of
+	// NOTIFY's leader.
+	Partitions       map[string]int
+	LeaderPartitions int
+	// StepDowns counts the step-downs by target.
+	StepDowns map[string]int
+	// Elections are the times from losing NOTIFY's leader (killed or cut
+	// off) to its next leader; StepDownElections from a step-down of
+	// NOTIFY to its next leader.
+	Elections, StepDownElections []time.Duration
 }
 
 // Result is the outcome of the checks.
@@ -255,7 +300,125 @@ func Evaluate(o Observed) Result {
 	r.checkBreaker(o)
 	r.checkPending(o)
 	r.checkProcesses(o)
+	f.Silences = silences(o, exp, outcomes)
+	if o.Plan.clustered() {
+		f.Cluster = clusterFigures(o)
+	}
 	return r
+}
+
+// silences finds the fault phase's longest silences: stretches without any
+// copy accepted by any provider while an order that was delivered waited.
+func silences(o Observed, exp map[string]*expectation, out map[string]*outcome) []SilenceFigure {
+	var deliveries []time.Time
+	for _, d := range o.Deliveries {
+		deliveries = append(deliveries, d.At)
+	}
+	var waits []system.Wait
+	for key, e := range exp {
+		if oc := out[key]; oc != nil && oc.by != "" && len(oc.copies) > 0 && !e.createdAt.IsZero() {
+			waits = append(waits, system.Wait{From: e.createdAt, To: oc.copies[0].At})
+		}
+	}
+	var figs []SilenceFigure
+	for i, s := range system.Silences(waits, deliveries, o.FaultStart, o.FaultEnd) {
+		if i == maxSilences {
+			break
+		}
+		figs = append(figs, SilenceFigure{Silence: s, Offset: s.From.Sub(o.FaultStart), During: faultsDuring(o, s.From, s.To)})
+	}
+	return figs
+}
+
+// faultsDuring names the faults under way in [from, to], or ending at most
+// a few seconds before it (a process killed then is still starting; a
+// node restarted then is still catching up).
+func faultsDuring(o Observed, from, to time.Time) []string {
+	const before = 3 * time.Second
+	var out []string
+	overlaps := func(start, end time.Time) bool { return !start.After(to) && !end.Add(before).Before(from) }
+	for _, k := range o.Kills {
+		if overlaps(k.At, k.At) {
+			out = append(out, "kill "+k.Process)
+		}
+	}
+	for _, n := range o.NATSRestarts {
+		if overlaps(n.Down, n.Up) {
+			out = append(out, strings.TrimSpace("restart nats-server "+n.Node))
+		}
+	}
+	for _, c := range o.ClusterFaults {
+		if !overlaps(c.Start, c.End) {
+			continue
+		}
+		switch c.Kind {
+		case StepDown:
+			out = append(out, "step-down "+c.Target)
+		default:
+			out = append(out, c.Kind.String()+" "+c.Node+leaderNote(c.WasLeader))
+		}
+	}
+	for _, x := range o.Outages {
+		if overlaps(x.Start, x.End) {
+			out = append(out, "Telegram outage "+string(x.Outage.Mode))
+		}
+	}
+	for _, p := range o.Pauses {
+		if overlaps(p.At, p.At.Add(time.Duration(p.Pause.RetryAfter)*time.Second)) {
+			out = append(out, "429 pause")
+		}
+	}
+	for _, m := range o.MailpitRestarts {
+		if overlaps(m.Down, m.Up) {
+			out = append(out, "restart Mailpit")
+		}
+	}
+	for _, x := range o.ProviderFaults {
+		if overlaps(x.Start, x.End) {
+			out = append(out, x.Fault.Channel+" fault")
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// clusterFigures sums up a cluster run's faults.
+func clusterFigures(o Observed) *ClusterFigures {
+	c := &ClusterFigures{Partitions: map[string]int{}, StepDowns: map[string]int{}}
+	for _, n := range o.NATSRestarts {
+		c.NodeRestarts++
+		if n.Hard {
+			c.HardRestarts++
+		}
+	}
+	for _, f := range o.ClusterFaults {
+		switch f.Kind {
+		case KillNode:
+			c.NodeKills++
+			if f.WasLeader {
+				c.LeaderKills++
+			}
+		case Partition:
+			clients := f.Clients
+			if clients == "" {
+				clients = "kept"
+			}
+			c.Partitions["clients "+clients]++
+			if f.WasLeader {
+				c.LeaderPartitions++
+			}
+		case StepDown:
+			c.StepDowns[f.Target]++
+			if f.Target == jetstream.StreamNotify && f.Leader != "" {
+				c.StepDownElections = append(c.StepDownElections, f.Elected)
+			}
+			continue
+		}
+		if f.WasLeader && f.Leader != "" {
+			c.Elections = append(c.Elections, f.Elected)
+		}
+	}
+	return c
 }
 
 func (r *Result) add(ok bool, text string, detail []string) {
@@ -753,8 +916,9 @@ func (r *Result) checkDuplicates(o Observed, exp map[string]*expectation, out ma
 				continue
 			}
 			// Handed on, and no dead letter: the worker died between the
-			// two steps and, when the message came back, found the next
-			// channel's delivery record.
+			// two steps, or JetStream did not take the dead letter (NATS
+			// restarting, a leader being elected); when the message came
+			// back, the worker found the next channel's delivery record.
 			explained := false
 			for _, k := range kills {
 				if workerOf(k.Process, h.channel) && !k.At.Before(h.at.Add(-killSlack)) {
@@ -762,8 +926,12 @@ func (r *Result) checkDuplicates(o Observed, exp map[string]*expectation, out ma
 					break
 				}
 			}
+			if !explained && natsFaultAround(o, h.at) {
+				explained = true
+				f.UndeadByNATS++
+			}
 			if !explained {
-				problems = append(problems, fmt.Sprintf("%s: %s handed it on at %s without a dead letter, and no %s worker was killed after",
+				problems = append(problems, fmt.Sprintf("%s: %s handed it on at %s without a dead letter, and no %s worker was killed after, nor was NATS failing then",
 					key, h.channel, h.at.Format("15:04:05.000"), h.channel))
 			}
 		}
@@ -776,6 +944,31 @@ func (r *Result) checkDuplicates(o Observed, exp map[string]*expectation, out ma
 		fmt.Sprintf("duplicates only where explained: %d extra copies over all providers, %d explained (%d answer dropped, %d worker killed, %d Mailpit stopped)",
 			extra, explained, f.Duplicates[CauseAnswerDropped], f.Duplicates[CauseWorkerKilled], f.Duplicates[CauseSMTPStopped]),
 		problems)
+}
+
+// deadLetterWait is how long after a hand-over the dead letter may still be
+// refused: the worker's publish timeout, and a retry or two.
+const deadLetterWait = 15 * time.Second
+
+// natsFaultAround reports whether NATS was failing at t or in the
+// deadLetterWait after it: the server (or a node) restarting or killed, a
+// node cut off, a leader stepping down — the cluster electing, or catching
+// up, until every node is current again.
+func natsFaultAround(o Observed, t time.Time) bool {
+	hit := func(start, end time.Time) bool {
+		return !start.After(t.Add(deadLetterWait)) && !end.Before(t.Add(-killSlack))
+	}
+	for _, n := range o.NATSRestarts {
+		if hit(n.Down, n.Up.Add(electionWait)) {
+			return true
+		}
+	}
+	for _, c := range o.ClusterFaults {
+		if hit(c.Start, c.End.Add(c.Healthy).Add(c.Elected)) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkOrder checks that, on every channel, each recipient received its

@@ -565,3 +565,41 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Errorf("the recheck report:\n%s", out.String())
 	}
 }
+
+// The report's silences: the longest stretch of the fault phase without any
+// delivery while an order waited, with the faults under way; a cluster
+// run's faults are summed up.
+func TestEvaluateSilencesAndClusterFigures(t *testing.T) {
+	w := newWorld(t)
+	w.o.FaultStart, w.o.FaultEnd = w.at(0), w.at(20000)
+	// Both orders are committed at 0; A1 is delivered at 1000, A2 only at
+	// 9000: 8 s without any delivery while A2 waited.
+	w.order("A1", 2_000_001)
+	w.order("A2", 2_000_002)
+	w.deliver("A1", 2_000_001, 1000, false)
+	w.deliver("A2", 2_000_002, 9000, false)
+	w.o.ClusterFaults = []ClusterFault{
+		{Kind: KillNode, Node: "n2", WasLeader: true, Start: w.at(1500), End: w.at(3500), Leader: "n1", Elected: 5 * time.Second},
+		{Kind: StepDown, Target: "NOTIFY", Node: "n1", WasLeader: true, Start: w.at(15000), End: w.at(15001), Leader: "n3", Elected: 150 * time.Millisecond},
+		{Kind: Partition, Node: "n3", Clients: "refuse", Start: w.at(16000), End: w.at(19000)},
+	}
+	w.o.Plan.Events = []Event{{Kind: KillNode}}
+	w.o.NATSRestarts = []NATSRestart{{Node: "n1", Hard: true, Down: w.at(17000), Up: w.at(18000)}}
+	r := Evaluate(w.o)
+	if f := failed(r); len(f) > 0 {
+		t.Fatalf("checks failed: %v", f)
+	}
+	s := r.Figures.Silences
+	if len(s) != 1 || s[0].Duration() != 8*time.Second || s[0].Offset != time.Second || s[0].Waiting != 1 {
+		t.Fatalf("silences %+v, want one of 8s at +1s with 1 waiting", s)
+	}
+	if got := strings.Join(s[0].During, ", "); got != "kill node n2 (NOTIFY's leader)" {
+		t.Errorf("faults during the silence: %q", got)
+	}
+	cl := r.Figures.Cluster
+	if cl == nil || cl.NodeKills != 1 || cl.LeaderKills != 1 || cl.NodeRestarts != 1 || cl.HardRestarts != 1 ||
+		cl.Partitions["clients refuse"] != 1 || cl.StepDowns["NOTIFY"] != 1 ||
+		len(cl.Elections) != 1 || cl.Elections[0] != 5*time.Second || len(cl.StepDownElections) != 1 {
+		t.Errorf("cluster figures %+v", cl)
+	}
+}

@@ -21,16 +21,22 @@ func (r *runner) collect(ctx context.Context, o *Observed) {
 	if o.Outbox, err = system.ReadOutbox(ctx, r.s.dbPath); err != nil {
 		problem("the outbox", err)
 	}
-	if o.Stream, err = system.Notifications(ctx, r.js); err != nil {
+	if r.s.cluster != nil {
+		// Every node current first: a read is answered by the leaders.
+		if err := r.s.cluster.WaitHealthy(ctx, healthyWait); err != nil {
+			problem("the cluster's health", err)
+		}
+	}
+	if o.Stream, err = retried(ctx, func() ([]system.StreamNotification, error) { return system.Notifications(ctx, r.js) }); err != nil {
 		problem("NOTIFY", err)
 	}
-	if o.Events, err = system.Events(ctx, r.js); err != nil {
+	if o.Events, err = retried(ctx, func() ([]system.Event, error) { return system.Events(ctx, r.js) }); err != nil {
 		problem("the events", err)
 	}
-	if o.Dead, err = system.DeadLetters(ctx, r.js); err != nil {
+	if o.Dead, err = retried(ctx, func() ([]system.DeadLetter, error) { return system.DeadLetters(ctx, r.js) }); err != nil {
 		problem("NOTIFY_DEAD", err)
 	}
-	if o.Backlogs, err = system.Backlogs(ctx, r.js); err != nil {
+	if o.Backlogs, err = retried(ctx, func() ([]system.Backlog, error) { return system.Backlogs(ctx, r.js) }); err != nil {
 		problem("the consumers", err)
 	}
 	client := &http.Client{Timeout: time.Minute}
@@ -56,6 +62,7 @@ func (r *runner) collect(ctx context.Context, o *Observed) {
 	o.Outages = append(o.Outages, r.tl.outages...)
 	o.ProviderFaults = append(o.ProviderFaults, r.tl.providers...)
 	o.Pauses = append(o.Pauses, r.tl.pauses...)
+	o.ClusterFaults = append(o.ClusterFaults, r.tl.cluster...)
 	o.Blocks = r.tl.blocks
 	o.Standby = r.tl.standby
 	o.Problems = append(o.Problems, r.tl.problems...)
@@ -87,4 +94,22 @@ func (r *runner) delivered(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return n + sms.Created + mail.Total, nil
+}
+
+// readAttempts bounds the reads of one kind of state: a cluster answers a
+// request now and then with "no responders" while it places a reader's
+// consumer, and the read starts again from the beginning.
+const readAttempts = 4
+
+// retried runs read until it succeeds, at most readAttempts times a second
+// apart, and returns its last answer.
+func retried[T any](ctx context.Context, read func() ([]T, error)) ([]T, error) {
+	var out []T
+	var err error
+	for attempt := 1; ; attempt++ {
+		if out, err = read(); err == nil || attempt == readAttempts || ctx.Err() != nil {
+			return out, err
+		}
+		pause(ctx, time.Second)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -71,6 +72,21 @@ type Config struct {
 	// SMS emulators (an outage or a 429 pause).
 	ProviderFaultEvery time.Duration
 
+	// Cluster runs NATS as three nodes (the files of ClusterConfig, routes
+	// and client ports behind proxies that can cut a node off), provisions
+	// every stream, consumer and bucket with three replicas and gives every
+	// daemon all three URLs. Each nats-server restart then restarts one
+	// node, and node kills, leader step-downs and partitions join the
+	// faults.
+	Cluster bool
+	// ClusterConfig is the directory of the node files
+	// (configs/nats-cluster).
+	ClusterConfig string
+	// NodeKillEvery, StepDownEvery and PartitionEvery are the mean
+	// intervals between SIGKILLs of a node, leader step-downs and
+	// partitions of a node (cluster runs).
+	NodeKillEvery, StepDownEvery, PartitionEvery time.Duration
+
 	// Worker are the telegram worker's timers and limits, passed as flags
 	// to both worker processes and to the channel workers; the breaker
 	// bound is computed from them.
@@ -87,6 +103,9 @@ type Config struct {
 	StopTimeout time.Duration
 	// ProgressEvery is the interval between progress lines.
 	ProgressEvery time.Duration
+	// WorkerLogLevel is every worker's -log-level (debug, to investigate a
+	// run).
+	WorkerLogLevel string
 }
 
 // WorkerSettings are the worker settings that matter to the faults: shorter
@@ -131,9 +150,9 @@ func defaultChannels() ChannelSettings {
 }
 
 // declaration renders the consumer's settings as a JetStream declaration
-// file (configs/jetstream.yaml's keys).
-func (w WorkerSettings) declaration() string {
-	return fmt.Sprintf("ack-wait: %s\npinned-ttl: %s\n", w.AckWait, w.PinnedTTL)
+// file (configs/jetstream.yaml's keys), with replicas for a cluster.
+func (w WorkerSettings) declaration(replicas int) string {
+	return fmt.Sprintf("ack-wait: %s\npinned-ttl: %s\nreplicas: %d\n", w.AckWait, w.PinnedTTL, replicas)
 }
 
 // args renders the other settings as worker flags.
@@ -197,6 +216,10 @@ func base() Config {
 		Seed:                   1,
 		Dir:                    ".chaos",
 		NATSConfig:             "configs/nats-server.conf",
+		ClusterConfig:          "configs/nats-cluster",
+		NodeKillEvery:          45 * time.Second,
+		StepDownEvery:          20 * time.Second,
+		PartitionEvery:         60 * time.Second,
 		OrderRate:              13,
 		OrdersPerChat:          5,
 		RepeatFraction:         0.1,
@@ -218,6 +241,7 @@ func base() Config {
 		Worker:                 defaultWorker(),
 		Channels:               defaultChannels(),
 		ReadyTimeout:           60 * time.Second,
+		WorkerLogLevel:         "info",
 		StopTimeout:            20 * time.Second,
 	}
 }
@@ -252,12 +276,14 @@ func (c Config) Validate() error {
 		{"-standby-on", c.StandbyOn}, {"-standby-off", c.StandbyOff},
 		{"-channel-worker-kill-every", c.ChannelWorkerKillEvery}, {"-mailpit-restart-every", c.MailpitRestartEvery},
 		{"-provider-fault-every", c.ProviderFaultEvery}, {"-fallback-after", c.Channels.FallbackAfter},
+		{"-node-kill-every", c.NodeKillEvery}, {"-step-down-every", c.StepDownEvery}, {"-partition-every", c.PartitionEvery},
 		{"-drain-timeout", c.DrainTimeout}, {"-ready-timeout", c.ReadyTimeout}, {"-stop-timeout", c.StopTimeout},
 		{"-progress", c.ProgressEvery},
 	} {
 		check(d.v > 0, "%s %v must be positive", d.flag, d.v)
 	}
 	check(c.HardNATSFraction >= 0 && c.HardNATSFraction <= 1, "-hard-nats %v: want a fraction", c.HardNATSFraction)
+	check(slices.Contains([]string{"debug", "info", "warn", "error"}, c.WorkerLogLevel), "-worker-log-level %q: want debug, info, warn or error", c.WorkerLogLevel)
 	w := c.Worker
 	check(w.AckWait >= time.Second && w.PinnedTTL > 0 && w.BreakerOpen > 0 && w.BackoffBase > 0 &&
 		w.BackoffCap >= w.BackoffBase && w.RequestTimeout > 0 && w.BreakerFailures > 0 && w.MaxInFlight > 0 && w.MaxAttempts > 0,
@@ -268,7 +294,7 @@ func (c Config) Validate() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	for _, name := range binaries() {
+	for _, name := range binaries(c.Cluster) {
 		if _, err := os.Stat(filepath.Join(c.Bin, name)); err != nil {
 			errs = append(errs, fmt.Errorf("binary %s not found in %s: run `make build` first (or set -bin)", name, c.Bin))
 		}
@@ -276,11 +302,21 @@ func (c Config) Validate() error {
 	if _, err := os.Stat(c.NATSConfig); err != nil {
 		errs = append(errs, fmt.Errorf("-nats-config: %w (run from the repository root, or set -nats-config)", err))
 	}
+	if c.Cluster {
+		if _, err := os.Stat(filepath.Join(c.ClusterConfig, "n1.conf")); err != nil {
+			errs = append(errs, fmt.Errorf("-cluster-config: %w (run from the repository root, or set -cluster-config)", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// binaries returns the programs a run starts.
-func binaries() []string {
-	return []string{"nats-server", "botapi-emulator", "max-emulator", "sms-emulator", "mailpit", "shop", "publisher",
+// binaries returns the programs a run starts; a cluster run provisions
+// with tgnotify too.
+func binaries(cluster bool) []string {
+	all := []string{"nats-server", "botapi-emulator", "max-emulator", "sms-emulator", "mailpit", "shop", "publisher",
 		"telegram-worker", "max-worker", "email-worker", "sms-worker"}
+	if cluster {
+		all = append(all, "tgnotify")
+	}
+	return all
 }

@@ -22,10 +22,35 @@ type KillRecord struct {
 	At time.Time
 }
 
-// NATSRestart is one restart of nats-server.
+// NATSRestart is one restart of nats-server: of the one server, or of a
+// cluster node.
 type NATSRestart struct {
 	Hard     bool
 	Down, Up time.Time
+	// Node is the cluster node restarted ("" on one server).
+	Node string `json:",omitempty"`
+}
+
+// ClusterFault is one node kill, step-down or partition of a cluster run,
+// as it happened.
+type ClusterFault struct {
+	Kind Kind
+	// Node is the node killed or partitioned, or the leader that stepped
+	// down; Target what stepped down; Clients what a partition did to the
+	// node's clients.
+	Node, Target, Clients string `json:",omitempty"`
+	// WasLeader says the node led NOTIFY when the fault began.
+	WasLeader bool `json:",omitempty"`
+	// Start and End bound the fault: a killed node's time down, a
+	// partition's time cut off; a step-down's request.
+	Start, End time.Time
+	// Leader is the new leader of NOTIFY (of Target for a step-down),
+	// found Elected after Start; empty when it did not change or was not
+	// watched.
+	Leader  string        `json:",omitempty"`
+	Elected time.Duration `json:",omitempty"`
+	// Healthy is how long after End every node was current again.
+	Healthy time.Duration `json:",omitempty"`
 }
 
 // OutageRecord is one Telegram outage as it happened.
@@ -73,6 +98,7 @@ type timeline struct {
 	blocks      map[int64]time.Time
 	mailpit     []MailpitRestart
 	providers   []ProviderFaultRecord
+	cluster     []ClusterFault
 	standby     int      // times the standby was started
 	problems    []string // fault actions that could not be carried out
 }
@@ -92,6 +118,7 @@ func (t *timeline) problem(format string, a ...any) {
 // injector carries out a plan's events against the system under test.
 type injector struct {
 	s     *sut
+	nodes *nodeConns // a cluster run's connections to each node
 	tl    *timeline
 	log   io.Writer // one line per fault
 	start time.Time // start of the fault phase
@@ -118,8 +145,11 @@ func (in *injector) run(ctx context.Context, events []Event) {
 			t = "publisher"
 		case KillWorker, StartStandby, StopStandby:
 			t = "worker"
-		case RestartNATS:
+		case RestartNATS, KillNode, Partition:
+			// One node fault at a time: two nodes down is no quorum.
 			t = "nats"
+		case StepDown:
+			t = "step-down"
 		case TelegramOutage, RateLimitStorm:
 			t = "telegram"
 		case BlockChat:
@@ -226,6 +256,10 @@ func (in *injector) do(ctx context.Context, e Event) {
 		in.logf("stopped %s with SIGTERM", workerName(1))
 
 	case RestartNATS:
+		if in.s.cluster != nil {
+			in.restartNode(ctx, e)
+			return
+		}
 		down := time.Now()
 		if err := in.s.stopNATS(e.Hard); err != nil {
 			in.tl.problem("stopping nats-server: %v", err)
@@ -284,6 +318,15 @@ func (in *injector) do(ctx context.Context, e Event) {
 
 	case ProviderFault:
 		in.providerFault(ctx, e.Provider)
+
+	case KillNode:
+		in.killNode(ctx, e)
+
+	case StepDown:
+		in.stepDown(ctx, e)
+
+	case Partition:
+		in.partition(ctx, e)
 
 	case RateLimitStorm:
 		for _, p := range e.Pauses {

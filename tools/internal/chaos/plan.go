@@ -85,6 +85,17 @@ const (
 	// ProviderFault runs Event.Provider at the MAX or SMS emulator: an
 	// outage or a 429 pause.
 	ProviderFault
+	// KillNode (cluster runs) sends SIGKILL to a nats-server node — NOTIFY's
+	// leader when Event.Pick < 0.5, else Event.Node — and starts it again
+	// on its store after Event.Delay.
+	KillNode
+	// StepDown (cluster runs) asks the leader of Event.Target (a stream,
+	// or "consumer:<name>" for one of NOTIFY's consumers) to step down.
+	StepDown
+	// Partition (cluster runs) cuts a node — NOTIFY's leader when
+	// Event.Pick < 0.5, else Event.Node — off from the other two for
+	// Event.Delay; Event.Clients says what becomes of its clients.
+	Partition
 )
 
 // String names the kind in reports.
@@ -112,6 +123,12 @@ func (k Kind) String() string {
 		return "restart Mailpit"
 	case ProviderFault:
 		return "MAX/SMS fault"
+	case KillNode:
+		return "kill node"
+	case StepDown:
+		return "step-down"
+	case Partition:
+		return "partition"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -141,6 +158,15 @@ type Event struct {
 	Long bool `json:",omitempty"`
 	// Provider is the fault of ProviderFault.
 	Provider ProviderOutage `json:",omitzero"`
+	// Node is the cluster node a RestartNATS, KillNode or Partition
+	// concerns (KillNode and Partition may pick NOTIFY's leader instead).
+	Node string `json:",omitempty"`
+	// Target is what StepDown steps down.
+	Target string `json:",omitempty"`
+	// Clients is what a Partition does to the node's clients: "" leaves
+	// their connections working (they are on the node's side), "refuse"
+	// closes them at once, "blackhole" holds them open and passes nothing.
+	Clients string `json:",omitempty"`
 }
 
 // ProviderOutage is a fault of the MAX or the SMS emulator: an outage
@@ -262,9 +288,76 @@ func NewPlan(c Config) Plan {
 		p.RuntimeBlocked = append(p.RuntimeBlocked, chat)
 		ev = append(ev, Event{At: between(c.FaultPhase/20, c.FaultPhase*9/10), Kind: BlockChat, Chat: chat})
 	}
+	if c.Cluster {
+		ev = planCluster(c, ev)
+	}
 	slices.SortStableFunc(ev, func(a, b Event) int { return int(a.At - b.At) })
 	p.Events = ev
 	return p
+}
+
+// clusterNodes are the nodes of a cluster run.
+func clusterNodes() []string { return []string{"n1", "n2", "n3"} }
+
+// stepDownTargets are what StepDown events step down, with their weights:
+// the work stream, the three buckets' streams and the telegram workers'
+// consumer.
+func stepDownTargets() []struct {
+	target string
+	weight float64
+} {
+	return []struct {
+		target string
+		weight float64
+	}{
+		{"NOTIFY", 0.4}, {"KV_notify_delivered", 0.15}, {"KV_notify_chats", 0.15}, {"KV_notify_attempts", 0.1},
+		{"consumer:telegram-worker", 0.2},
+	}
+}
+
+// planCluster adds a cluster run's faults to the base schedule ev: each
+// nats-server restart is given a node, and node kills, leader step-downs
+// and partitions are drawn. They come from a generator of their own, so
+// the base schedule of a seed is the same with and without -cluster.
+func planCluster(c Config, ev []Event) []Event {
+	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x636c_7573_7465_7221))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	around := func(mean time.Duration) time.Duration { return between(mean*3/10, mean*17/10) }
+	nodes := clusterNodes()
+	for i := range ev {
+		if ev[i].Kind == RestartNATS {
+			ev[i].Node = nodes[rng.IntN(len(nodes))]
+		}
+	}
+	for t := around(c.NodeKillEvery); t < c.FaultPhase; t += around(c.NodeKillEvery) {
+		ev = append(ev, Event{At: t, Kind: KillNode, Node: nodes[rng.IntN(len(nodes))], Pick: rng.Float64(),
+			Delay: between(500*time.Millisecond, 5*time.Second)})
+	}
+	for t := around(c.StepDownEvery); t < c.FaultPhase; t += around(c.StepDownEvery) {
+		r, target := rng.Float64(), ""
+		for _, w := range stepDownTargets() {
+			if target == "" && r < w.weight {
+				target = w.target
+			}
+			r -= w.weight
+		}
+		if target == "" {
+			target = "NOTIFY"
+		}
+		ev = append(ev, Event{At: t, Kind: StepDown, Target: target})
+	}
+	for t := around(c.PartitionEvery); t < c.FaultPhase; t += around(c.PartitionEvery) {
+		e := Event{At: t, Kind: Partition, Node: nodes[rng.IntN(len(nodes))], Pick: rng.Float64(),
+			Delay: between(3*time.Second, 12*time.Second)}
+		switch r := rng.Float64(); {
+		case r < 0.25:
+			e.Clients = "refuse"
+		case r < 0.5:
+			e.Clients = "blackhole"
+		}
+		ev = append(ev, e)
+	}
+	return ev
 }
 
 // faultModes are the outage modes a run draws from.
@@ -455,6 +548,17 @@ func planOrders(rng *rand.Rand, c Config, n, private int, customers map[int64]Cu
 		orders = append(orders, po)
 	}
 	return orders
+}
+
+// clustered reports whether the plan is a cluster run's.
+func (p Plan) clustered() bool {
+	for _, e := range p.Events {
+		switch e.Kind {
+		case KillNode, StepDown, Partition:
+			return true
+		}
+	}
+	return false
 }
 
 // count returns how many events of kind k the plan holds.

@@ -103,3 +103,57 @@ func TestPlanShape(t *testing.T) {
 		})
 	}
 }
+
+// A cluster run keeps the seed's base schedule and adds node kills,
+// step-downs and partitions; every nats-server restart names a node.
+func TestClusterPlan(t *testing.T) {
+	c := ShortConfig()
+	c.Seed = 11
+	base := NewPlan(c)
+	c.Cluster = true
+	p := NewPlan(c)
+	if !reflect.DeepEqual(base.Orders, p.Orders) {
+		t.Fatal("-cluster changed the orders")
+	}
+	var kept []Event
+	for _, e := range p.Events {
+		switch e.Kind {
+		case KillNode, StepDown, Partition:
+			continue
+		case RestartNATS:
+			if !slices.Contains(clusterNodes(), e.Node) {
+				t.Errorf("restart at %v names node %q", e.At, e.Node)
+			}
+			e.Node = ""
+		}
+		kept = append(kept, e)
+	}
+	if !reflect.DeepEqual(kept, base.Events) {
+		t.Error("-cluster changed the base schedule")
+	}
+	if base.clustered() || !p.clustered() {
+		t.Errorf("clustered: base %v, cluster %v", base.clustered(), p.clustered())
+	}
+	for _, k := range []Kind{KillNode, StepDown, Partition} {
+		if p.count(k) == 0 {
+			t.Errorf("no %v", k)
+		}
+	}
+	for _, e := range p.Events {
+		switch e.Kind {
+		case KillNode, Partition:
+			if !slices.Contains(clusterNodes(), e.Node) || e.Delay <= 0 {
+				t.Errorf("%v %+v: want a node and a duration", e.Kind, e)
+			}
+		case StepDown:
+			if !slices.ContainsFunc(stepDownTargets(), func(w struct {
+				target string
+				weight float64
+			}) bool {
+				return w.target == e.Target
+			}) {
+				t.Errorf("step-down of %q", e.Target)
+			}
+		}
+	}
+}

@@ -23,7 +23,14 @@ func printReport(w io.Writer, c Config, res Result, elapsed time.Duration) {
 		f.Orders, f.Accepted, f.Chats, f.Posts, f.Repeats)
 	fmt.Fprintf(w, "kills survived  publisher %d, telegram workers %d, channel workers %d (%s), all SIGKILL\n",
 		f.PublisherKills, f.WorkerKills, f.ChannelWorkerKills, byProcess(f.KillsBy))
-	fmt.Fprintf(w, "nats-server     %d restarts on the same store and port (%d with SIGKILL)\n", f.NATSRestarts, f.HardNATSRestarts)
+	if cl := f.Cluster; cl != nil {
+		fmt.Fprintf(w, "cluster         3 nodes, 3 replicas: %d node restarts on their stores (%d with SIGKILL), %d node kills (%d of NOTIFY's leader), partitions %s (%d of NOTIFY's leader), step-downs %s\n",
+			cl.NodeRestarts, cl.HardRestarts, cl.NodeKills, cl.LeaderKills, counts(cl.Partitions), cl.LeaderPartitions, counts(cl.StepDowns))
+		fmt.Fprintf(w, "elections       NOTIFY's next leader after its leader was killed or cut off: %s; after a step-down: %s\n",
+			durations(cl.Elections), durations(cl.StepDownElections))
+	} else {
+		fmt.Fprintf(w, "nats-server     %d restarts on the same store and port (%d with SIGKILL)\n", f.NATSRestarts, f.HardNATSRestarts)
+	}
 	fmt.Fprintf(w, "Mailpit         %d restarts on the same ports and database (%d with SIGKILL)\n", f.MailpitRestarts, f.HardMailpit)
 	fmt.Fprintf(w, "hot standby     started %d times\n", f.StandbyStarts)
 	fmt.Fprintf(w, "Telegram        outages %s, %d of them longer than fallback_after %v; %d scripted 429s; %d chats blocked during the run\n",
@@ -47,7 +54,7 @@ func printReport(w io.Writer, c Config, res Result, elapsed time.Duration) {
 	}
 	fmt.Fprintln(w)
 	if f.HandedOnUndead > 0 {
-		fmt.Fprintf(w, "                %d handed on without a dead letter (the worker killed between the two steps)\n", f.HandedOnUndead)
+		fmt.Fprintf(w, "                %d handed on without a dead letter (the worker killed between the two steps, or, %d of them, NATS failing then)\n", f.HandedOnUndead, f.UndeadByNATS)
 	}
 	fmt.Fprintf(w, "dead letters    %s\n", reasons(f.DeadByReason))
 	dups := 0
@@ -73,6 +80,18 @@ func printReport(w io.Writer, c Config, res Result, elapsed time.Duration) {
 	if len(f.Latency) > 0 {
 		fmt.Fprintf(w, "commit→delivery p50 %v, p99 %v, max %v over %d orders\n",
 			system.Percentile(f.Latency, 50), system.Percentile(f.Latency, 99), system.Percentile(f.Latency, 100), len(f.Latency))
+	}
+	for i, sl := range f.Silences {
+		label := "silence         longest"
+		if i > 0 {
+			label = "                next"
+		}
+		during := "no fault under way"
+		if len(sl.During) > 0 {
+			during = "during " + strings.Join(sl.During, ", ")
+		}
+		fmt.Fprintf(w, "%s %v without any delivery while orders waited, at +%.1fs (%d waiting; %s)\n",
+			label, sl.Duration().Round(time.Millisecond), sl.Offset.Seconds(), sl.Waiting, during)
 	}
 	fmt.Fprintf(w, "outages         %d calls failed in full Telegram outages, breaker bound %d\n", f.OutageFailing, f.OutageBound)
 	fmt.Fprintln(w, "checks")
@@ -126,4 +145,20 @@ func counts(m map[string]int) string {
 		total += m[k]
 	}
 	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+}
+
+// durations renders a few durations, or their median and range when there
+// are many; "none" when empty.
+func durations(ds []time.Duration) string {
+	switch {
+	case len(ds) == 0:
+		return "none"
+	case len(ds) <= 5:
+		parts := make([]string, len(ds))
+		for i, d := range ds {
+			parts[i] = d.Round(time.Millisecond).String()
+		}
+		return strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("median %v (%v–%v) over %d", system.Percentile(ds, 50), system.Percentile(ds, 0), system.Percentile(ds, 100), len(ds))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
@@ -58,6 +59,10 @@ func Run(ctx context.Context, c Config, out io.Writer, verbose bool) (Result, er
 		plan.count(KillPublisher), plan.count(KillWorker), plan.count(KillChannelWorker), plan.count(RestartNATS), plan.count(RestartMailpit),
 		plan.count(TelegramOutage), plan.longOutages(), c.Channels.FallbackAfter, plan.count(RateLimitStorm), plan.count(ProviderFault),
 		plan.count(StartStandby), plan.count(BlockChat))
+	if c.Cluster {
+		fmt.Fprintf(out, "cluster: three nats-server nodes behind proxies, every stream, consumer and bucket on 3 replicas; the %d nats-server restarts restart one node each; "+
+			"%d node kills, %d leader step-downs, %d partitions of a node\n", plan.count(RestartNATS), plan.count(KillNode), plan.count(StepDown), plan.count(Partition))
+	}
 
 	s, err := newSUT(c, dir, plan)
 	if err != nil {
@@ -67,7 +72,11 @@ func Run(ctx context.Context, c Config, out io.Writer, verbose bool) (Result, er
 	if err := s.start(ctx); err != nil {
 		return Result{}, fmt.Errorf("starting the system: %w", err)
 	}
-	fmt.Fprintf(out, "started nats-server, botapi-emulator, max-emulator, sms-emulator, mailpit, shop, publisher, max-worker, email-worker, sms-worker, worker-1 (logs in %s)\n", s.sup.Dir())
+	servers := "nats-server"
+	if c.Cluster {
+		servers = "nats-n1, nats-n2, nats-n3 (provisioned with tgnotify provision, replicas 3)"
+	}
+	fmt.Fprintf(out, "started %s, botapi-emulator, max-emulator, sms-emulator, mailpit, shop, publisher, max-worker, email-worker, sms-worker, worker-1 (logs in %s)\n", servers, s.sup.Dir())
 	nc, err := nats.Connect(s.natsURL, nats.Name("chaos"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return Result{}, fmt.Errorf("connecting to NATS: %w", err)
@@ -93,7 +102,7 @@ func Run(ctx context.Context, c Config, out io.Writer, verbose bool) (Result, er
 		return Result{}, ErrInterrupted
 	}
 
-	obs := Observed{Plan: plan, Worker: c.Worker}
+	obs := Observed{Plan: plan, Worker: c.Worker, FaultStart: r.faultStart, FaultEnd: r.faultEnd}
 	switch {
 	case aborted != "":
 		obs.Drain = "not drained: " + aborted
@@ -175,6 +184,8 @@ type runner struct {
 	plan Plan
 	pl   *system.Placer
 	tl   *timeline
+	// faultStart and faultEnd bound the fault phase.
+	faultStart, faultEnd time.Time
 }
 
 // faultPhase places the orders and injects the faults, printing progress,
@@ -182,11 +193,17 @@ type runner struct {
 // ended by itself.
 func (r *runner) faultPhase(ctx context.Context, faultOut io.Writer) (aborted string) {
 	start := time.Now()
+	r.faultStart = start
+	defer func() { r.faultEnd = time.Now() }()
 	phaseCtx, stopFaults := context.WithTimeout(ctx, r.c.FaultPhase)
 	defer stopFaults()
 	placeCtx, stopPlacing := context.WithCancel(ctx)
 	defer stopPlacing()
 	in := &injector{s: r.s, tl: r.tl, log: faultOut, start: start}
+	if r.s.cluster != nil {
+		in.nodes = &nodeConns{cluster: r.s.cluster}
+		defer in.nodes.close()
+	}
 	var wg sync.WaitGroup
 	placed, injected := make(chan struct{}), make(chan struct{})
 	wg.Go(func() { defer close(placed); placeOrders(placeCtx, r.pl, r.plan.Orders, start) })
@@ -250,7 +267,7 @@ func (r *runner) drain(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not drained within %v: %s", r.c.DrainTimeout, why)
+			return fmt.Errorf("not drained within %v: %s; %s", r.c.DrainTimeout, why, r.stuck(context.WithoutCancel(ctx)))
 		case <-tick.C:
 		}
 		left := r.notDrained(ctx)
@@ -300,4 +317,46 @@ func (r *runner) notDrained(ctx context.Context) string {
 		return fmt.Sprintf("%d notifications accepted; consumers: %s", want, system.BacklogText(bs))
 	}
 	return ""
+}
+
+// stuck describes, for a run that did not drain, each channel's consumer
+// with anything left (pending, unacknowledged, waiting pull requests, the
+// pinned client, the leader) and what its workers say of themselves
+// (/stats), so that a stall can be told from slowness.
+func (r *runner) stuck(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var parts []string
+	for _, ch := range system.Channels() {
+		info, err := system.ChannelConsumerInfo(ctx, r.js, ch)
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s: consumer unreadable (%v)", ch, err))
+			continue
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			continue
+		}
+		d := fmt.Sprintf("%s: consumer %d pending, %d unacknowledged, %d pull requests waiting", ch, info.NumPending, info.NumAckPending, info.NumWaiting)
+		for _, g := range info.PriorityGroups {
+			if g.PinnedClientID != "" {
+				d += fmt.Sprintf(", pinned %s since %s", g.PinnedClientID, g.PinnedTS.Format("15:04:05.000"))
+			}
+		}
+		if info.Cluster != nil {
+			d += ", leader " + orNone(info.Cluster.Leader)
+		}
+		for _, name := range r.s.workersOf(ch) {
+			var st delivery.Stats
+			if err := system.GetJSON(ctx, r.s.client, r.s.daemonURL(name)+"/stats", &st); err != nil {
+				d += fmt.Sprintf("; %s: no stats (%v)", name, err)
+				continue
+			}
+			d += fmt.Sprintf("; %s: consuming %v, in flight %d, held %d, parked %d, lanes %d, breaker %s, sent %d", name, st.Consuming, st.InFlight, st.Held, st.Parked, st.Lanes, st.CircuitBreaker, st.Sent)
+		}
+		parts = append(parts, d)
+	}
+	if len(parts) == 0 {
+		return "every consumer empty now"
+	}
+	return strings.Join(parts, " | ")
 }

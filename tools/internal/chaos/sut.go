@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
@@ -73,6 +76,9 @@ type sut struct {
 
 	natsConf    string
 	declaration string // the JetStream declaration both daemons read
+	// cluster is the three-node NATS of a cluster run (nil on one
+	// server); its nodes' routes and client ports pass through proxies.
+	cluster     *system.Cluster
 	natsPort    int
 	monPort     int
 	natsURL     string
@@ -117,7 +123,11 @@ func newSUT(c Config, dir string, plan Plan) (*sut, error) {
 	if err := os.MkdirAll(s.dataDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(s.declaration, []byte(c.Worker.declaration()), 0o644); err != nil {
+	replicas := 1
+	if c.Cluster {
+		replicas = 3
+	}
+	if err := os.WriteFile(s.declaration, []byte(c.Worker.declaration(replicas)), 0o644); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -126,17 +136,23 @@ func newSUT(c Config, dir string, plan Plan) (*sut, error) {
 // start starts every process, in dependency order, and waits until each is
 // ready.
 func (s *sut) start(ctx context.Context) error {
-	ports, err := procs.FreePorts(2)
-	if err != nil {
-		return err
-	}
-	s.natsPort, s.monPort = ports[0], ports[1]
-	s.natsURL = "nats://" + procs.Addr(s.natsPort)
-	if err := system.WriteNATSConfig(s.cfg.NATSConfig, s.natsConf, system.NATSConfig{ClientPort: s.natsPort, MonitorPort: s.monPort, StoreDir: filepath.Join(s.dataDir, "nats")}); err != nil {
-		return err
-	}
-	if err := s.startNATS(ctx); err != nil {
-		return err
+	if s.cfg.Cluster {
+		if err := s.startCluster(ctx); err != nil {
+			return err
+		}
+	} else {
+		ports, err := procs.FreePorts(2)
+		if err != nil {
+			return err
+		}
+		s.natsPort, s.monPort = ports[0], ports[1]
+		s.natsURL = "nats://" + procs.Addr(s.natsPort)
+		if err := system.WriteNATSConfig(s.cfg.NATSConfig, s.natsConf, system.NATSConfig{ClientPort: s.natsPort, MonitorPort: s.monPort, StoreDir: filepath.Join(s.dataDir, "nats")}); err != nil {
+			return err
+		}
+		if err := s.startNATS(ctx); err != nil {
+			return err
+		}
 	}
 	if err := s.launch(ctx, nameEmulator, func(port int) (procs.Spec, string) {
 		s.emulatorURL = "http://" + procs.Addr(port)
@@ -370,6 +386,61 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
+// startCluster starts the three nodes behind their proxies, waits for the
+// meta leader and provisions the declaration (three replicas) with
+// tgnotify provision, as an operator would.
+func (s *sut) startCluster(ctx context.Context) error {
+	c, err := system.StartCluster(ctx, system.ClusterOptions{Sup: s.sup, Bin: s.cfg.Bin, ConfigDir: s.cfg.ClusterConfig,
+		Dir: filepath.Join(s.dataDir, "nats"), Proxies: true, Unset: s.unset, ReadyTimeout: s.cfg.ReadyTimeout, StopTimeout: s.cfg.StopTimeout})
+	if err != nil {
+		return err
+	}
+	s.cluster = c
+	s.natsURL = c.URLs()
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer cancel()
+	nc, err := nats.Connect(s.natsURL, nats.Name("chaos-provision"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := system.WaitMetaLeader(wctx, nc); err != nil {
+		return err
+	}
+	for {
+		cmd := exec.CommandContext(wctx, s.bin("tgnotify"), "provision", "-config", s.declaration, "-nats", s.natsURL, "-timeout", "10s")
+		cmd.Env = environWithout(s.unset)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(500 * time.Millisecond) // the cluster may still be placing its first assets
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return fmt.Errorf("tgnotify provision on the cluster: %v\n%s", err, out)
+		case <-t.C:
+		}
+	}
+}
+
+// environWithout is this process's environment without the names in
+// unset.
+func environWithout(unset []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(unset, name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// healthyWait bounds the wait, after a node fault, for every node to be
+// current again before the next node fault.
+const healthyWait = 90 * time.Second
+
 // startNATS starts nats-server on the run's ports and store.
 func (s *sut) startNATS(ctx context.Context) error {
 	p, err := s.sup.Start(procs.Spec{Name: nameNATS, Path: s.bin(nameNATS), Args: []string{"-c", s.natsConf},
@@ -414,6 +485,7 @@ func (s *sut) workerArgs(port int) []string {
 		"-nats", s.natsURL, "-http", procs.Addr(port),
 		"-stats-interval", "1s", "-shutdown-timeout", "5s", "-jetstream-config", s.declaration,
 		"-fallback-after-transactional", s.cfg.Channels.FallbackAfter.String(),
+		"-log-level", s.cfg.WorkerLogLevel,
 	}, s.cfg.Worker.args()...)
 }
 
@@ -460,6 +532,34 @@ func (s *sut) workerSpec(i int) func(port int) (procs.Spec, string) {
 // startWorker starts (or restarts) worker i.
 func (s *sut) startWorker(ctx context.Context, i int) error {
 	return s.restart(ctx, workerName(i), s.workerSpec(i))
+}
+
+// workersOf names the running worker processes of channel.
+func (s *sut) workersOf(channel string) []string {
+	var out []string
+	if channel == "telegram" {
+		for i := range 2 {
+			if s.proc(workerName(i)) != nil {
+				out = append(out, workerName(i))
+			}
+		}
+		return out
+	}
+	if s.proc(channelWorkerName(channel)) != nil {
+		out = append(out, channelWorkerName(channel))
+	}
+	return out
+}
+
+// daemonURL is a daemon's HTTP base URL, or "" before its first start.
+func (s *sut) daemonURL(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	port, ok := s.ports[name]
+	if !ok {
+		return ""
+	}
+	return "http://" + procs.Addr(port)
 }
 
 // workerURL is worker i's HTTP base URL, or "" before its first start.
@@ -529,8 +629,14 @@ func (s *sut) stopAll() (lines []string, failed bool) {
 			order = append(order, p)
 		}
 	}
+	if s.cluster != nil {
+		order = append(order, s.cluster.Processes()...)
+	}
 	lines, failed = procs.StopInOrder(order)
 	s.sup.Close()
+	if s.cluster != nil {
+		s.cluster.Close()
+	}
 	return lines, failed
 }
 

@@ -1,0 +1,192 @@
+package system_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/internal/builtbin"
+	"github.com/tgnotify/tgnotify/internal/procs"
+	"github.com/tgnotify/tgnotify/internal/system"
+)
+
+const clusterConfigs = "../../configs/nats-cluster"
+
+func TestWriteClusterNodeConfig(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	for _, tc := range []struct {
+		name     string
+		cfg      system.ClusterNodeConfig
+		want     []string
+		wantNone []string
+	}{
+		{"direct routes, no users",
+			system.ClusterNodeConfig{ClientPort: 4001, MonitorPort: 4002, RoutePort: 4003, StoreDir: store,
+				Routes: []string{"127.0.0.1:4003", "127.0.0.1:5003", "127.0.0.1:6003"}},
+			[]string{"server_name: n2", "\nlisten: 127.0.0.1:4001", "http: 127.0.0.1:4002", "\n  listen: 127.0.0.1:4003",
+				"nats-route://127.0.0.1:5003", `store_dir: "` + store + `"`, "sync_interval: always", "lame_duck_duration",
+				"# include ./nats-server-auth.conf (off for this run", "system account's user is off"},
+			[]string{"nats-route://nats-", "0.0.0.0:4222", "0.0.0.0:6222", "\"/var/lib/nats\"", "\ninclude ", "advertise", "nkey: $NKEY_SYSTEM", "system_account"}},
+		{"proxied routes, users",
+			system.ClusterNodeConfig{ClientPort: 4001, MonitorPort: 4002, RoutePort: 4003, StoreDir: store,
+				Routes: []string{"127.0.0.1:7001", "127.0.0.1:7002"}, RouteAdvertise: "127.0.0.1:7100", ClientAdvertise: "127.0.0.1:7200", Auth: true},
+			[]string{"\n  advertise: \"127.0.0.1:7100\"", "\nclient_advertise: \"127.0.0.1:7200\"", "nats-route://127.0.0.1:7002",
+				"\ninclude ./nats-server-auth.conf", "nkey: $NKEY_SYSTEM", "system_account: SYS"},
+			[]string{"nats-route://127.0.0.1:4003"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, "n2.conf")
+			if err := system.WriteClusterNodeConfig(filepath.Join(clusterConfigs, "n2.conf"), out, tc.cfg); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conf := string(b)
+			for _, w := range tc.want {
+				if !strings.Contains(conf, w) {
+					t.Errorf("generated configuration lacks %q:\n%s", w, conf)
+				}
+			}
+			for _, w := range tc.wantNone {
+				if strings.Contains(conf, w) {
+					t.Errorf("generated configuration still has %q", w)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "nats-server-auth.conf")); tc.cfg.Auth && err != nil {
+				t.Errorf("the users' file was not copied beside the configuration: %v", err)
+			}
+		})
+	}
+	if err := system.WriteClusterNodeConfig(filepath.Join("..", "..", "configs", "nats-server.conf"), filepath.Join(dir, "x.conf"), system.ClusterNodeConfig{}); err == nil {
+		t.Error("the single-node file has no cluster block: got nil error")
+	}
+}
+
+// clusterSetup starts the shipped three-node cluster with proxies and
+// returns it with a connection to all three nodes.
+func clusterSetup(t *testing.T) (*system.Cluster, *nats.Conn) {
+	t.Helper()
+	bin := builtbin.Dir(t, "nats-server")
+	dir := t.TempDir()
+	sup, err := procs.New(filepath.Join(dir, "logs"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sup.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := system.StartCluster(ctx, system.ClusterOptions{Sup: sup, Bin: bin, ConfigDir: clusterConfigs, Dir: dir,
+		Proxies: true, Unset: system.CleanEnv(), ReadyTimeout: 30 * time.Second, StopTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if err := system.WaitMetaLeader(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	return c, nc
+}
+
+// A three-replica stream on the local cluster keeps taking messages when
+// its leader steps down, when its leader is partitioned away (clients
+// refused there), and when its leader is killed; the node comes back on its
+// store and the cluster is healthy again.
+func TestClusterSurvivesLeaderLoss(t *testing.T) {
+	c, nc := clusterSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3, Storage: natsjs.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := js.Publish(pctx, "t.x", []byte(what))
+			cancel()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("publishing %s: %v", what, err)
+			}
+			<-time.After(100 * time.Millisecond) // the next try, while the cluster elects
+		}
+	}
+	leader, err := system.WaitLeader(ctx, nc, "T", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish("first")
+
+	if err := system.StepDown(ctx, nc, "T"); err != nil {
+		t.Fatalf("step-down: %v", err)
+	}
+	if leader, err = system.WaitLeader(ctx, nc, "T", leader); err != nil {
+		t.Fatal(err)
+	}
+	publish("after the step-down")
+
+	if err := c.Partition(leader, system.Refuse); err != nil {
+		t.Fatal(err)
+	}
+	cut := leader
+	if leader, err = system.WaitLeader(ctx, nc, "T", cut); err != nil {
+		t.Fatalf("no new leader while %s is partitioned: %v", cut, err)
+	}
+	publish("during the partition")
+	if err := c.Heal(cut); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx, time.Minute); err != nil {
+		t.Fatalf("after the heal: %v", err)
+	}
+
+	if _, _, ok := c.Kill(leader); !ok {
+		t.Fatalf("node %s was not running", leader)
+	}
+	killed := leader
+	if _, err = system.WaitLeader(ctx, nc, "T", killed); err != nil {
+		t.Fatal(err)
+	}
+	publish("after the kill")
+	if err := c.Start(ctx, killed); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx, time.Minute); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	if err := system.WaitCurrent(ctx, nc, "T"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 4 {
+		t.Errorf("stream holds %d messages, want 4", info.State.Msgs)
+	}
+}

@@ -1,0 +1,443 @@
+package publisher
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/notify"
+	"github.com/tgnotify/tgnotify/pkg/outbox"
+)
+
+// segment is a run of rows published in one fast batch, handed from the
+// publish stage to the ack stage: rows[i] has batch sequence first+i. A
+// segment with eob set carries no rows: it says the batch was ended (after
+// the segments before it).
+type segment struct {
+	fb    *fastBatch
+	rows  []outbox.Row
+	first uint64
+	eob   bool
+}
+
+// fastFlow is the flow a batch asks for: at most maxFastFlow, and small
+// enough that fastOutstanding intervals fit in MaxInFlight.
+func (o Options) fastFlow() uint16 {
+	return uint16(max(1, min(maxFastFlow, o.MaxInFlight/fastOutstanding)))
+}
+
+// publishBatches is the publish stage of the batch transport. It sends
+// the rows in fast-ingest batches (fastbatch.go), one batch at a time: a
+// batch stays open while rows keep coming, and ends when the rows run out:
+// with its last row when a read came back short and nothing else waits
+// (the commit operation, so that a lone row is acknowledged in one round
+// trip), or with an EOB when the read stage reports that it caught up (an
+// empty slice), when the round stops, or when its input closes. A new batch
+// starts only after the previous one has ended and its final PubAck has
+// arrived, and the round fails if that PubAck says the stream stored less
+// than was sent. So at any time at most one batch of this publisher is
+// open, and every batch starts after the previous one is wholly stored: the
+// rows in the stream are a prefix of what was read, in id order.
+func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
+	defer close(out)
+	p := r.p
+	var open, prev *fastBatch
+	end := func() {
+		if open == nil {
+			return
+		}
+		b := open
+		open = nil
+		if b.lastSent() == 0 {
+			p.acks.forgetFast(b) // nothing was sent: the stream never saw it
+			return
+		}
+		prev = b
+		if r.lostConnection() {
+			return // nothing can be sent; the ack stage settles the batch
+		}
+		m := nats.NewMsg(b.firstSubject())
+		m.Reply = b.reply(b.lastSent()+1, fastOpEOB)
+		if err := p.nc.PublishMsg(m); err != nil {
+			r.fail(fmt.Errorf("ending batch %s: %w", b.id, err))
+			return
+		}
+		b.markEOB()
+		out <- segment{fb: b, eob: true}
+	}
+	defer end()
+	for rows := range in {
+		if len(rows) == 0 {
+			end() // caught up: end the batch, so that its last rows are acknowledged now
+			continue
+		}
+		if open == nil {
+			if prev != nil {
+				if err := r.waitEnded(prev); err != nil {
+					r.fail(err)
+					return
+				}
+			}
+			if r.stopped() {
+				return
+			}
+			open, prev = p.acks.openFast(p.opts.fastFlow()), nil
+		}
+		b := open
+		first := b.lastSent() + 1
+		// A short read with nothing queued behind it: the reader has caught
+		// up, so the last row ends the batch.
+		commit := len(rows) < p.opts.BatchSize && len(in) == 0
+		n, err := r.sendRows(b, rows, commit)
+		if n > 0 {
+			out <- segment{fb: b, rows: rows[:n], first: first} // the ack stage drains this channel until it closes
+		}
+		if n == len(rows) && commit {
+			open, prev = nil, b
+			out <- segment{fb: b, eob: true}
+		}
+		if err != nil {
+			p.metrics.publishErrors.Inc()
+			r.fail(err)
+			return
+		}
+		if n < len(rows) || r.readCtx.Err() != nil {
+			return // the deferred end commits the batch: its final PubAck settles it
+		}
+	}
+}
+
+// message is one reusable notification message: nats.Conn.PublishMsg has
+// copied a message into its buffer when it returns, so the publish stage
+// fills the same message, header map and header values for every row
+// instead of allocating them per row (jetstream.Msg builds the same
+// message).
+type message struct {
+	msg  nats.Msg
+	vals [4]string
+}
+
+func newMessage() *message {
+	m := &message{}
+	m.msg.Header = nats.Header{
+		jetstream.HeaderMsgID:       m.vals[0:1:1],
+		jetstream.HeaderKey:         m.vals[1:2:2],
+		jetstream.HeaderCreatedAt:   m.vals[2:3:3],
+		jetstream.HeaderContentType: m.vals[3:4:4],
+	}
+	m.vals[3] = notify.PayloadContentType
+	return m
+}
+
+// set fills the message for row, to subject, with reply subject reply.
+func (m *message) set(row outbox.Row, subject, reply string) *nats.Msg {
+	m.vals[0], m.vals[1], m.vals[2] = row.Key, row.Key, row.CreatedAt.UTC().Format(time.RFC3339Nano)
+	m.msg.Subject, m.msg.Reply, m.msg.Data = subject, reply, row.Payload
+	return &m.msg
+}
+
+// sendRows publishes rows in batch b and returns how many it sent, and why
+// it stopped early. It stops without an error when the round stops. With
+// commit, the last row ends the batch.
+func (r *round) sendRows(b *fastBatch, rows []outbox.Row, commit bool) (int, error) {
+	p := r.p
+	if r.msg == nil {
+		r.msg = newMessage()
+	}
+	for i, row := range rows {
+		if err := r.publishable(row); err != nil {
+			return i, err
+		}
+		if err := r.waitRoom(b); err != nil {
+			return i, err
+		}
+		if r.stopped() {
+			return i, nil
+		}
+		if b.hasEnded() {
+			_, _, count, err := b.state()
+			return i, endedEarly(b, count, err)
+		}
+		seq := b.lastSent() + 1
+		op := fastOpAppend
+		switch {
+		case commit && i == len(rows)-1:
+			op = fastOpCommit
+		case seq == 1:
+			op = fastOpStart
+		}
+		subject := jetstream.Subject(string(row.Channel), row.Recipient)
+		if err := p.nc.PublishMsg(r.msg.set(row, subject, b.reply(seq, op))); err != nil {
+			return i, fmt.Errorf("publishing row %d (key %q): %w", row.ID, row.Key, err)
+		}
+		b.markSent(seq, subject)
+		if op == fastOpCommit {
+			b.markEOB()
+		}
+		// The client copied the body into its write buffer: release the
+		// payload now rather than when the row is marked.
+		rows[i].Payload = nil
+	}
+	return len(rows), nil
+}
+
+// waitRoom waits until batch b may take one more message: until the flow
+// acks leave fewer than fastOutstanding intervals unacknowledged. While it
+// waits it pings the batch every third of AckTimeout (a flow ack may have
+// been lost), and it gives up after AckTimeout without an ack, when the
+// batch ends, or when the round stops.
+func (r *round) waitRoom(b *fastBatch) error {
+	if !b.full() {
+		return nil
+	}
+	timeout := r.p.opts.AckTimeout
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	ping := time.NewTicker(timeout / 3)
+	defer ping.Stop()
+	acked, _, _, _ := b.state()
+	for b.full() {
+		select {
+		case <-b.room:
+			if now, _, _, _ := b.state(); now > acked {
+				acked = now
+				deadline.Reset(timeout)
+			}
+		case <-b.done:
+			return nil // the ack stage reports how it ended
+		case <-ping.C:
+			r.ping(b)
+		case <-deadline.C:
+			return fmt.Errorf("batch %s: no flow ack within %v (%d messages sent, %d acknowledged)", b.id, timeout, b.lastSent(), acked)
+		case <-r.stop:
+			return nil
+		case <-r.lost:
+			return errConnectionLost
+		}
+	}
+	return nil
+}
+
+// waitEnded waits until batch b has ended (its final PubAck arrived) and
+// checks that the stream stored all of it. It returns nil without a check
+// when the round stops first: nothing more is published then.
+func (r *round) waitEnded(b *fastBatch) error {
+	select {
+	case <-b.done:
+		_, _, count, err := b.state()
+		if err != nil || count < b.lastSent() {
+			return endedEarly(b, count, err)
+		}
+		return nil
+	case <-r.stop:
+		return nil
+	}
+}
+
+// ping asks the stream to send batch b's latest flow ack again. Its batch
+// sequence is the last one sent, so it never looks like a gap to the
+// stream. Any goroutine may ping: a ping sent after a message reaches the
+// stream after it.
+func (r *round) ping(b *fastBatch) {
+	subject := b.firstSubject()
+	if subject == "" || r.lostConnection() {
+		return
+	}
+	m := nats.NewMsg(subject)
+	m.Reply = b.reply(b.lastSent(), fastOpPing)
+	_ = r.p.nc.PublishMsg(m) // best effort: the deadline decides
+}
+
+// lostConnection reports whether the round saw the connection leave
+// CONNECTED.
+func (r *round) lostConnection() bool {
+	select {
+	case <-r.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// ackBatches is the ack stage of the batch transport. It forwards each
+// segment's rows to the mark stage as the flow acks (or the batch's final
+// PubAck) cover them, in order. When a batch ends before all its messages
+// are stored, or no ack comes within AckTimeout, or the connection is lost,
+// it fails the round; the rows not acknowledged by then are never
+// forwarded, and it waits for the open batch to end so that the next round
+// does not publish beside it.
+func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
+	defer close(out)
+	p := r.p
+	failed := false
+	var last *fastBatch
+	for seg := range in {
+		b := seg.fb
+		if last != b {
+			if last != nil {
+				p.acks.forgetFast(last)
+			}
+			last = b
+		}
+		if failed {
+			r.settle(b)
+			continue
+		}
+		if seg.eob {
+			if err := r.awaitEnd(b); err != nil {
+				failed = true
+				r.fail(err)
+			}
+			continue
+		}
+		fwd := 0
+		for fwd < len(seg.rows) {
+			upto, err := r.awaitAck(b, seg.first+uint64(fwd))
+			k := 0 // rows of the segment with a batch sequence up to upto
+			if upto >= seg.first {
+				k = int(min(upto-seg.first+1, uint64(len(seg.rows))))
+			}
+			if k > fwd {
+				r.forward(seg.rows[fwd:k], out)
+				fwd = k
+			}
+			if err != nil {
+				failed = true
+				p.metrics.publishErrors.Add(float64(len(seg.rows) - fwd))
+				r.fail(err)
+				r.settle(b)
+				break
+			}
+		}
+	}
+	if last != nil {
+		p.acks.forgetFast(last)
+	}
+}
+
+// forward hands acknowledged rows to the mark stage and observes their
+// latency.
+func (r *round) forward(rows []outbox.Row, out chan<- []outbox.Row) {
+	now := r.p.opts.Now()
+	for _, row := range rows {
+		r.p.metrics.latency.Observe(now.Sub(row.CreatedAt).Seconds())
+	}
+	out <- rows
+}
+
+// awaitAck waits until batch b has acknowledged message seq, and returns
+// the acknowledged prefix. It returns an error with the prefix when the
+// batch ended before seq was stored, when the stream owes a reply and
+// neither a flow ack nor the end arrives within AckTimeout (it pings every
+// third of it), when the connection is lost, or when the shutdown bound
+// passes.
+func (r *round) awaitAck(b *fastBatch, seq uint64) (uint64, error) {
+	timeout := r.p.opts.AckTimeout
+	var deadline, ping *time.Timer
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
+			ping.Stop()
+		}
+	}()
+	var last uint64
+	for {
+		acked, ended, count, err := b.state()
+		switch {
+		case acked >= seq:
+			return acked, nil
+		case ended && count >= seq:
+			return count, nil
+		case ended:
+			return count, endedEarly(b, count, err)
+		}
+		if deadline == nil {
+			deadline, ping = time.NewTimer(timeout), time.NewTimer(timeout/3)
+			last = acked
+		}
+		if acked > last || !b.owed() {
+			// Progress, or nothing due yet (the rest of the batch is still
+			// being read): the deadline starts again.
+			last = acked
+			deadline.Reset(timeout)
+		}
+		select {
+		case <-b.progress:
+		case <-ping.C:
+			if b.owed() {
+				r.ping(b)
+			}
+			ping.Reset(timeout / 3)
+		case <-deadline.C:
+			if b.owed() {
+				return acked, fmt.Errorf("batch %s: message %d not acknowledged within %v", b.id, seq, timeout)
+			}
+			deadline.Reset(timeout)
+		case <-r.lost:
+			return acked, errConnectionLost
+		case <-r.finishCtx.Done():
+			return acked, errShutdownTimeout
+		}
+	}
+}
+
+// awaitEnd waits for the final PubAck of batch b after its EOB and checks
+// that the stream stored every message sent.
+func (r *round) awaitEnd(b *fastBatch) error {
+	timer := time.NewTimer(r.p.opts.AckTimeout)
+	defer timer.Stop()
+	select {
+	case <-b.done:
+	case <-timer.C:
+		return fmt.Errorf("batch %s: no final PubAck within %v", b.id, r.p.opts.AckTimeout)
+	case <-r.lost:
+		return errConnectionLost
+	case <-r.finishCtx.Done():
+		return errShutdownTimeout
+	}
+	_, _, count, err := b.state()
+	if err != nil || count < b.lastSent() {
+		return endedEarly(b, count, err)
+	}
+	if b.dup {
+		r.p.metrics.duplicates.Inc()
+	}
+	return nil
+}
+
+// endedEarly explains why batch b ended with only count of its messages
+// stored.
+func endedEarly(b *fastBatch, count uint64, err error) error {
+	b.mu.Lock()
+	notice := b.notice
+	b.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("batch %s ended after %d of %d messages: %w", b.id, count, b.lastSent(), err)
+	}
+	if notice == "" {
+		notice = "the stream ended it"
+	}
+	return fmt.Errorf("batch %s ended after %d of %d messages: %s", b.id, count, b.lastSent(), notice)
+}
+
+// settle waits, after a failure, until batch b has ended or the ack
+// deadline passes, so that the next round does not publish the same rows
+// beside messages of b still on their way. It asks for the end itself when
+// the publish stage could not.
+func (r *round) settle(b *fastBatch) {
+	select {
+	case <-b.done:
+		return
+	default:
+	}
+	timer := time.NewTimer(r.p.opts.AckTimeout)
+	defer timer.Stop()
+	select {
+	case <-b.done:
+	case <-timer.C:
+	case <-r.lost:
+	case <-r.finishCtx.Done():
+	}
+}
