@@ -45,9 +45,12 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		// Delivered before, on this channel or another one of the route (a
 		// redelivery, a republish, a replay, or a fallback copy that lost
 		// the race to a late success): never twice.
-		w.ack(j)
 		if rec != nil {
-			w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt)
+			// Told again from the record (the first event may be lost), and
+			// acked once that is stored.
+			w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt, func() { w.ack(j) })
+		} else {
+			w.ack(j)
 		}
 		w.m.alreadyDelivered.Inc()
 		w.stats.already.Add(1)
@@ -436,8 +439,7 @@ func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string
 			w.log.Warn("cannot clear the attempt count", "key", j.n.Key, "err", err)
 		}
 	}
-	w.ack(j)
-	w.events.delivered(j.n.Key, w.name, target, rec.ProviderID, at)
+	w.events.delivered(j.n.Key, w.name, target, rec.ProviderID, at, func() { w.ack(j) })
 	w.log.Debug("delivered", "key", j.n.Key, "recipient", target, "provider_id", rec.ProviderID, "seq", j.seq)
 }
 
