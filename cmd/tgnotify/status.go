@@ -46,6 +46,7 @@ func parseStatus(args []string, s streams) (*statusSettings, error) {
 	p := &statusSettings{}
 	cs := config.New("tgnotify status", config.Options{EnvPrefix: "TGNOTIFY", Getenv: s.getenv, Output: s.stderr, Usage: statusUsage, AllowArgs: true})
 	p.conn.register(cs, defaultTimeout)
+	p.conn.registerPrefix(cs)
 	config.String(cs, &p.db, "db", "", "the application's SQLite outbox `PATH`, read only; without it the outbox row is not shown")
 	config.String(cs, &p.since, "since", "", "when neither the outbox nor a delivery record locates the key, read NOTIFY from this `time` (RFC 3339, or a duration ago such as 24h); default its start").
 		Check(checkWhen)
@@ -79,7 +80,7 @@ func runStatus(ctx context.Context, s streams, args []string) error {
 	}
 	defer sess.close()
 	since, _ := parseWhen(p.since, time.Now())
-	t, err := operator.FindTrail(sess.ctx, sess.js, db, p.key, since)
+	t, err := operator.FindTrail(sess.ctx, sess.js, sess.names, db, p.key, since)
 	if err != nil {
 		return err
 	}

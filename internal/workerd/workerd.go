@@ -305,7 +305,7 @@ func prepare(ctx context.Context, js natsjs.JetStream, channel string, s *Settin
 	if err := objects.Wait(ctx, js); err != nil {
 		return nil, err
 	}
-	res, err := jetstream.OpenWorker(ctx, js, channel)
+	res, err := jetstream.OpenWorker(ctx, js, s.jetstream.Settings.Names(), channel)
 	if err != nil {
 		return nil, err
 	}

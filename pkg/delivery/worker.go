@@ -72,6 +72,7 @@ type Worker struct {
 	name    string
 	js      natsjs.JetStream
 	res     *jetstream.WorkerResources
+	names   jetstream.Names
 	log     *slog.Logger
 	m       *metrics
 	now     func() time.Time
@@ -167,7 +168,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	}
 	log := d.Logger.With("component", name+"-worker")
 	w := &Worker{
-		cfg: cfg, channel: d.Channel, name: name, js: d.JS, res: d.Resources, log: log, m: m, now: d.Now, randN: d.RandN,
+		cfg: cfg, channel: d.Channel, name: name, js: d.JS, res: d.Resources, names: d.Resources.Names.OrDefault(), log: log, m: m, now: d.Now, randN: d.RandN,
 		incoming: make(chan *job, cfg.PullBatch*2),
 		results:  make(chan result, cfg.MaxInFlight*2),
 		wake:     make(chan struct{}, 1),
@@ -187,11 +188,11 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		return nil, fmt.Errorf("registering worker metrics: %w", err)
 	}
 	w.store = &store{
-		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
+		js: d.JS, names: w.names, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
 	}
 	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
-	w.events = newEvents(d.JS, name, log, w.m.eventErrors.Inc)
+	w.events = newEvents(d.JS, w.names, name, log, w.m.eventErrors.Inc)
 	w.degrade = newDegrader(cfg, lim.Rate)
 	w.sched = newScheduler(schedConfig{
 		rate:      lim.Rate,

@@ -96,7 +96,9 @@ func Open(ctx context.Context, path string, nc *nats.Conn, opts Options) (*Publi
 	}
 	cpDB.SetMaxOpenConns(1)
 	if opts.Prepare == nil {
-		streams := jetstream.Declare(jetstream.DefaultSettings()).ForPublisher()
+		decl := jetstream.DefaultSettings()
+		decl.Prefix = opts.Names.Prefix
+		streams := jetstream.Declare(decl).ForPublisher()
 		opts.Prepare = func(ctx context.Context) error {
 			_, err := jetstream.Ensure(ctx, js, streams)
 			return err
