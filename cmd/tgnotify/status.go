@@ -15,6 +15,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/operator"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 const statusUsage = `Usage: tgnotify status [-db PATH] [flags] KEY
@@ -84,7 +85,7 @@ func runStatus(ctx context.Context, s streams, args []string) error {
 	if err != nil {
 		return err
 	}
-	printTrail(s.stdout, t, p.db != "")
+	printTrail(s.stdout, sess.names, t, p.db != "")
 	if !t.Found() {
 		return fmt.Errorf("no trace of %q: %w", p.key, operator.ErrNotFound)
 	}
@@ -106,8 +107,8 @@ func openReadOnly(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// printTrail writes a trail for a person.
-func printTrail(w io.Writer, t *operator.Trail, withDB bool) {
+// printTrail writes a trail, read under names, for a person.
+func printTrail(w io.Writer, names jetstream.Names, t *operator.Trail, withDB bool) {
 	ts := func(at time.Time) string { return at.UTC().Format(time.RFC3339Nano) }
 	fmt.Fprintf(w, "%s: %s\n", t.Key, t.State())
 	if n := t.Notification; n != nil {
@@ -127,7 +128,7 @@ func printTrail(w io.Writer, t *operator.Trail, withDB bool) {
 	case withDB:
 		fmt.Fprintln(w, "outbox: no row (never written, or purged after publishing)")
 	}
-	fmt.Fprintf(w, "NOTIFY: %d message(s)\n", len(t.Messages))
+	fmt.Fprintf(w, "%s: %d message(s)\n", names.Stream, len(t.Messages))
 	for _, m := range t.Messages {
 		fmt.Fprintf(w, "  #%d %s %s  Nats-Msg-Id %s", m.Seq, ts(m.Stored), m.Subject, m.MsgID)
 		if m.FallbackFrom != "" {
@@ -147,7 +148,7 @@ func printTrail(w io.Writer, t *operator.Trail, withDB bool) {
 		fmt.Fprintf(w, "attempts: %d failed\n", a.Count)
 	}
 	if d := t.Delivery; d != nil {
-		fmt.Fprintf(w, "delivered: %s %s, provider id %s, at %s (NOTIFY #%d)\n", d.Channel, d.Recipient, d.ProviderID, ts(d.DeliveredAt), d.StreamSeq)
+		fmt.Fprintf(w, "delivered: %s %s, provider id %s, at %s (%s #%d)\n", d.Channel, d.Recipient, d.ProviderID, ts(d.DeliveredAt), names.Stream, d.StreamSeq)
 	} else {
 		fmt.Fprintln(w, "delivered: no delivery record")
 	}

@@ -95,9 +95,9 @@ func (t *Trail) State() string {
 	case t.Outbox != nil && t.Outbox.PublishedAt.IsZero():
 		return "pending in the outbox"
 	case len(t.Messages) > 0:
-		return "in NOTIFY, not delivered yet"
+		return "in " + t.names.OrDefault().Stream + ", not delivered yet"
 	case t.Outbox != nil:
-		return "published, not found in NOTIFY"
+		return "published, not found in " + t.names.OrDefault().Stream
 	}
 	return "unknown"
 }

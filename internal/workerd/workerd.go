@@ -316,7 +316,7 @@ func prepare(ctx context.Context, js natsjs.JetStream, channel string, s *Settin
 			consumer, ackWait)
 	}
 	s.Engine.AckWait = ackWait
-	log.Info("consumer ready", "consumer", consumer, "ack_wait", ackWait.String(),
+	log.Info("consumer ready", "consumer", consumer, "stream", res.Names.Stream, "ack_wait", ackWait.String(),
 		"max_ack_pending", res.Consumer.CachedInfo().Config.MaxAckPending, "declaration", s.jetstream.Source())
 	return res, nil
 }
