@@ -32,7 +32,9 @@ type Deps struct {
 	// JS publishes dead letters and events and reads stream state.
 	JS natsjs.JetStream
 	// Resources are the channel's consumer and the buckets
-	// (jetstream.ProvisionWorker or a lookup of them).
+	// (jetstream.ProvisionWorker or jetstream.OpenWorker), and the names
+	// they were opened under: the worker publishes its dead letters,
+	// events and fallbacks, and answers failover requests, by them.
 	Resources *jetstream.WorkerResources
 	// Channel sends and classifies; see pkg/channel/... .
 	Channel Channel
