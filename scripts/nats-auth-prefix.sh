@@ -14,8 +14,11 @@
 #     failover subjects tgnotify.staging.worker.<channel>.pinned, reply
 #     subjects _INBOX_staging-<user>.>;
 #   - the user lines to add to the authorization block of the server's
-#     configuration, with the nkeys $NKEY_STAGING_<USER> (one server has one
-#     authorization block: include this file before it and add the lines).
+#     configuration, with the nkeys $NKEY_STAGING_<USER>. One server has one
+#     authorization block, and it sees the variables of this file only when
+#     the file is included from the same file as the block: add
+#     `include ./nats-server-auth-staging.conf` to nats-server-auth.conf just
+#     above its authorization block, and the lines to the block.
 #
 # Exit status: 0 on success, 2 for bad usage.
 
