@@ -84,9 +84,8 @@ func DefaultSettings() Settings {
 	}
 }
 
-// The flag names (and YAML keys) of the settings.
-//
-// The subject prefix's is [FlagPrefix].
+// The flag names (and YAML keys) of the settings (the subject prefix's is
+// [FlagPrefix], with the names it makes).
 const (
 	FlagReplicas      = "replicas"
 	FlagDuplicates    = "duplicate-window"

@@ -1,8 +1,6 @@
 package jetstream
 
-import (
-	"strconv"
-)
+import "strconv"
 
 // Stream, consumer and bucket names under [DefaultPrefix]: the names of a
 // deployment that sets no prefix. Code that may run under another prefix
