@@ -34,8 +34,10 @@ REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 SCHEMA_FILE = REPO / "pkg" / "outbox" / "schema.sql"
 CONNECTION_FILE = REPO / "pkg" / "outbox" / "connection.sql"
 
-# The outbox schema version whose INSERT this script writes.
-SCHEMA_VERSION = 2
+# The outbox schema versions whose INSERT this script writes: version 3
+# changed how the publisher marks rows, not the columns an application
+# writes.
+SCHEMA_VERSIONS = (2, 3)
 
 # The application's own table, next to the outbox in the same file.
 ORDERS_TABLE = """CREATE TABLE IF NOT EXISTS orders (
@@ -110,8 +112,8 @@ def ensure_schema(conn, schema_sql):
                 conn.execute(stmt)
         conn.execute(ORDERS_TABLE)
         (version,) = conn.execute("SELECT MAX(version) FROM outbox_schema").fetchone()
-    if version != SCHEMA_VERSION:
-        raise SystemExit(f"place_order: the outbox is at schema version {version}; this script writes version {SCHEMA_VERSION}")
+    if version not in SCHEMA_VERSIONS:
+        raise SystemExit(f"place_order: the outbox is at schema version {version}; this script writes versions {SCHEMA_VERSIONS}")
 
 
 def go_lower(s):

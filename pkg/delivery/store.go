@@ -33,6 +33,13 @@ type store struct {
 	state     *sharedState
 	log       *slog.Logger
 	now       func() time.Time
+	// deliveredSubjects and attemptsSubjects name the buckets' streams
+	// and subjects for batched reads and asynchronous writes (records.go).
+	deliveredSubjects, attemptsSubjects bucketSubjects
+	// lookups batches the record lookups of attempts; nil reads each key
+	// on its own. direct carries the batched reads.
+	lookups *lookups
+	direct  *directReader
 
 	// recent is a bounded in-memory set of recently delivered keys. It
 	// covers the window in which notify_delivered cannot be written (NATS
@@ -83,28 +90,37 @@ func (s *store) remember(key string) {
 
 // isDelivered reports whether a notification with this key was already
 // delivered, on any channel, with its record when it was read from the
-// bucket (nil when this process remembered the key).
+// bucket (nil when this process remembered the key). The lookup goes with
+// the next batch (records.go).
 func (s *store) isDelivered(ctx context.Context, key string) (bool, *DeliveryRecord, error) {
-	s.mu.Lock()
-	_, ok := s.recent[key]
-	s.mu.Unlock()
-	if ok {
+	if s.remembers(key) {
 		return true, nil, nil
 	}
-	e, err := s.delivered.Get(ctx, RecordKey(key))
-	switch {
-	case err == nil:
-		s.remember(key)
-		var rec DeliveryRecord
-		if json.Unmarshal(e.Value(), &rec) != nil || rec.Key != key {
-			return true, nil, nil
-		}
-		return true, &rec, nil
-	case errors.Is(err, natsjs.ErrKeyNotFound):
-		return false, nil, nil
-	default:
+	var r lookedUp
+	var err error
+	if s.lookups != nil {
+		r, err = s.lookups.get(ctx, key)
+	} else {
+		var found map[string]lookedUp
+		found, err = s.readRecords(ctx, []string{key})
+		r = found[key]
+	}
+	if err != nil {
 		return false, nil, fmt.Errorf("reading delivery record of %q: %w", key, err)
 	}
+	if r.delivered {
+		s.remember(key)
+	}
+	return r.delivered, r.rec, nil
+}
+
+// remembers reports whether this process delivered (or found delivered) the
+// key recently.
+func (s *store) remembers(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.recent[key]
+	return ok
 }
 
 // record stores the proof of delivery. The key is remembered in memory
@@ -200,18 +216,52 @@ func (s *store) clearAttempts(ctx context.Context, key string) error {
 	return nil
 }
 
-// settled reports whether this channel is done with the notification: it
-// was delivered (on any channel), or this channel gave up on it.
-func (s *store) settled(ctx context.Context, key string) (bool, error) {
-	if key == "" {
-		return false, nil
+// settledKeys reports which of keys this channel is done with: delivered
+// (on any channel), or given up on by this channel. Both buckets are read in
+// one batch each.
+func (s *store) settledKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(keys))
+	var ask []string
+	for _, k := range keys {
+		switch {
+		case k == "" || out[k]:
+		case s.remembers(k):
+			out[k] = true
+		default:
+			ask = append(ask, k)
+		}
 	}
-	ok, _, err := s.isDelivered(ctx, key)
-	if err != nil || ok {
-		return ok, err
+	if len(ask) == 0 {
+		return out, nil
 	}
-	a, err := s.attemptsOf(ctx, key)
-	return a.done, err
+	delivered, err := s.readRecords(ctx, ask)
+	if err != nil {
+		return nil, fmt.Errorf("reading delivery records: %w", err)
+	}
+	attemptKeys := make([]string, 0, len(ask))
+	byAttemptKey := make(map[string]string, len(ask))
+	for _, k := range ask {
+		if delivered[k].delivered {
+			out[k] = true
+			continue
+		}
+		ak := s.attemptKey(k)
+		attemptKeys = append(attemptKeys, ak)
+		byAttemptKey[ak] = k
+	}
+	if len(attemptKeys) == 0 {
+		return out, nil
+	}
+	values, err := s.readLast(ctx, s.attemptsSubjects, attemptKeys)
+	if err != nil {
+		return nil, fmt.Errorf("reading attempts: %w", err)
+	}
+	for ak, v := range values {
+		if strings.HasPrefix(string(v), doneMark) {
+			out[byAttemptKey[ak]] = true
+		}
+	}
+	return out, nil
 }
 
 // pinIDHeader is the header nats-server adds to messages delivered to a
