@@ -142,6 +142,12 @@ func TestPrefixedNames(t *testing.T) {
 		if subj := d.Streams[1].Subjects; len(subj) != 1 || subj[0] != "dead_staging.>" {
 			t.Errorf("dead stream subjects = %q, want [dead_staging.>]", subj)
 		}
+		if len(d.AtomicBuckets) != 1 || d.AtomicBuckets[0] != "staging_delivered" {
+			t.Errorf("atomic buckets = %q, want [staging_delivered]", d.AtomicBuckets)
+		}
+		if w, err := d.ForWorker("sms"); err != nil || w.Names != n || len(w.AtomicBuckets) != 1 {
+			t.Errorf("ForWorker(sms) = names %+v, atomic %q, %v; want the staging names and [staging_delivered]", w.Names, w.AtomicBuckets, err)
+		}
 	})
 }
 
