@@ -170,6 +170,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	s.pub.Prepare = func(ctx context.Context) error { return objects.Prepare(ctx, js) }
 	s.pub.Logger = log
+	s.pub.Names = s.jetstream.Settings.Names()
 	s.pub.Registerer = reg
 	pub, err := publisher.Open(ctx, s.dbPath, nc, s.pub)
 	if err != nil {

@@ -368,3 +368,48 @@ func TestWithoutProvisionTheDaemonWaits(t *testing.T) {
 		t.Fatalf("runMain: %v", err)
 	}
 }
+
+// TestRunMainUnderAPrefix: the declaration's subject-prefix names the
+// streams the publisher creates and the subjects it publishes to.
+func TestRunMainUnderAPrefix(t *testing.T) {
+	srv := natstest.Start(t)
+	dbPath := filepath.Join(t.TempDir(), "app.db")
+	app, err := outbox.Open(context.Background(), dbPath, outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	enqueue(t, app, 0, 20)
+	decl := writeFile(t, "jetstream.yaml", "subject-prefix: staging\n")
+	_, stop := startRunMain(t, "-db", dbPath, "-nats", srv.URL(), "-http", freeAddr(t), "-jetstream-config", decl)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := natsjs.New(nc)
+	ctx := context.Background()
+	var info *natsjs.StreamInfo
+	natstest.WaitFor(t, 20*time.Second, func() bool {
+		s, err := js.Stream(ctx, "STAGING")
+		if err != nil {
+			return false
+		}
+		info, err = s.Info(ctx, natsjs.WithSubjectFilter(">"))
+		return err == nil && info.State.Msgs == 20
+	}, "20 messages in STAGING")
+	if err := stop(); err != nil {
+		t.Fatalf("runMain: %v", err)
+	}
+	for subj := range info.State.Subjects {
+		if !strings.HasPrefix(subj, "staging.telegram.") {
+			t.Errorf("STAGING holds %s, want staging.telegram.<chat> only", subj)
+		}
+	}
+	if _, err := js.Stream(ctx, "STAGING_DEAD"); err != nil {
+		t.Errorf("STAGING_DEAD: %v, want it created", err)
+	}
+	if _, err := js.Stream(ctx, jetstream.StreamNotify); !errors.Is(err, natsjs.ErrStreamNotFound) {
+		t.Errorf("NOTIFY: %v, want no stream of the default prefix", err)
+	}
+}

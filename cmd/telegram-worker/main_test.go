@@ -327,3 +327,33 @@ func TestWorkerWithoutProvisionWaits(t *testing.T) {
 		t.Fatalf("runMain: %v", err)
 	}
 }
+
+// TestWorkerUnderAPrefix: the declaration's subject-prefix names the
+// stream, consumer and buckets the worker creates and opens.
+func TestWorkerUnderAPrefix(t *testing.T) {
+	srv := natstest.Start(t)
+	js := connect(t, srv)
+	decl := writeFile(t, "jetstream.yaml", "subject-prefix: staging\n")
+	logs, _, stop := startWorker(t, srv, "-jetstream-config", decl)
+	natstest.WaitFor(t, 20*time.Second, func() bool {
+		return logLine(logs.String(), `"msg":"consumer ready"`, `"stream":"STAGING"`)
+	}, "the worker ready on STAGING")
+	if err := stop(); err != nil {
+		t.Fatalf("runMain: %v", err)
+	}
+	ctx := context.Background()
+	c, err := js.Consumer(ctx, "STAGING", jetstream.ConsumerTelegram)
+	if err != nil || c.CachedInfo().Config.FilterSubject != "staging.telegram.>" {
+		t.Errorf("consumer telegram-worker on STAGING: %v, want filter staging.telegram.>", err)
+	}
+	for _, b := range []string{"staging_delivered", "staging_chats", "staging_attempts"} {
+		if _, err := js.KeyValue(ctx, b); err != nil {
+			t.Errorf("bucket %s: %v, want it created", b, err)
+		}
+	}
+	for name := range js.StreamNames(ctx).Name() {
+		if name == jetstream.StreamNotify || name == jetstream.StreamDead {
+			t.Errorf("stream %s exists: a staging worker must not create the default prefix's", name)
+		}
+	}
+}

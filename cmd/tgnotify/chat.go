@@ -49,6 +49,7 @@ func runChat(ctx context.Context, s streams, args []string) error {
 	p := &chatSettings{}
 	cs := config.New("tgnotify chat revive", config.Options{EnvPrefix: "TGNOTIFY", Getenv: s.getenv, Output: s.stderr, Usage: chatUsage, AllowArgs: true})
 	p.conn.register(cs, defaultTimeout)
+	p.conn.registerPrefix(cs)
 	config.String(cs, &p.channel, "channel", "telegram", "the `channel` the recipient is dead on: telegram, max, email or sms").
 		Check(config.OneOf("telegram", "max", "email", "sms"))
 	if err := cs.Parse(args[1:]); err != nil {
@@ -67,7 +68,7 @@ func runChat(ctx context.Context, s streams, args []string) error {
 		return err
 	}
 	defer sess.close()
-	d, raw, err := operator.Revive(sess.ctx, sess.js, p.channel, token)
+	d, raw, err := operator.Revive(sess.ctx, sess.js, sess.names, p.channel, token)
 	if err != nil {
 		return fmt.Errorf("revive: %w", err)
 	}

@@ -22,6 +22,9 @@ type connFlags struct {
 	nats     jetstream.Options
 	timeout  time.Duration
 	logLevel string
+	// prefix is -subject-prefix, for the commands that read a deployment's
+	// streams and buckets (registerPrefix).
+	prefix string
 }
 
 // register adds the connection flags to cs; the command gives up after
@@ -33,6 +36,23 @@ func (c *connFlags) register(cs *config.Set, timeout time.Duration) {
 		Check(config.OneOf("debug", "info", "warn", "error"))
 }
 
+// registerPrefix adds -subject-prefix to cs: the subject prefix of the
+// deployment the command works on, as its JetStream declaration sets it.
+func (c *connFlags) registerPrefix(cs *config.Set) {
+	config.String(cs, &c.prefix, jetstream.FlagPrefix, jetstream.DefaultPrefix,
+		"subject `prefix` of the deployment (its JetStream declaration's "+jetstream.FlagPrefix+"): notify reads NOTIFY, NOTIFY_DEAD and notify_*, staging reads STAGING, STAGING_DEAD and staging_*").
+		Check(jetstream.ValidatePrefix)
+}
+
+// names returns the names of -subject-prefix.
+func (c *connFlags) names() jetstream.Names {
+	n, err := jetstream.NewNames(c.prefix)
+	if err != nil {
+		return jetstream.DefaultNames() // not reached: registerPrefix checks it
+	}
+	return n
+}
+
 // session is a command's connection to JetStream, bounded by -timeout.
 type session struct {
 	ctx    context.Context
@@ -40,6 +60,9 @@ type session struct {
 	nc     *nats.Conn
 	js     natsjs.JetStream
 	url    string
+	// names are the names of -subject-prefix (the default prefix's for a
+	// command without the flag).
+	names jetstream.Names
 }
 
 // close closes the connection and releases the deadline.
@@ -73,7 +96,7 @@ func (c *connFlags) connect(ctx context.Context, s streams, name string) (*sessi
 		cancel()
 		return nil, err
 	}
-	return &session{ctx: ctx, cancel: cancel, nc: nc, js: js, url: url}, nil
+	return &session{ctx: ctx, cancel: cancel, nc: nc, js: js, url: url, names: c.names()}, nil
 }
 
 // waitConnected waits until nc is connected or ctx ends.

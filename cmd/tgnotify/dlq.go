@@ -136,6 +136,7 @@ func parseDLQ(c dlqCommand, args []string, s streams) (*dlqSettings, error) {
 	p := &dlqSettings{}
 	cs := config.New("tgnotify dlq "+c.name, config.Options{EnvPrefix: "TGNOTIFY", Getenv: s.getenv, Output: s.stderr, Usage: c.usage, AllowArgs: c.seqs})
 	p.conn.register(cs, dlqTimeout)
+	p.conn.registerPrefix(cs)
 	if c.filters {
 		token := func(v string) error {
 			if v != "" && !jetstream.ValidToken(v) {
@@ -267,7 +268,7 @@ func runDLQList(ctx context.Context, s streams, p *dlqSettings) error {
 	w := bufio.NewWriterSize(s.stdout, 64<<10)
 	w.WriteString(listHeader)
 	n := 0
-	err = operator.List(sess.ctx, sess.js, p.filter, func(d operator.DeadLetter) error {
+	err = operator.List(sess.ctx, sess.js, sess.names, p.filter, func(d operator.DeadLetter) error {
 		writeListLine(w, d)
 		n++
 		return nil
@@ -290,9 +291,9 @@ func runDLQShow(ctx context.Context, s streams, p *dlqSettings) error {
 	defer sess.close()
 	missing := 0
 	for i, seq := range p.seqs {
-		d, err := operator.Get(sess.ctx, sess.js, seq)
+		d, err := operator.Get(sess.ctx, sess.js, sess.names, seq)
 		if errors.Is(err, operator.ErrNotFound) {
-			fmt.Fprintf(s.stderr, "#%d: no such dead letter in %s\n", seq, jetstream.StreamDead)
+			fmt.Fprintf(s.stderr, "#%d: no such dead letter in %s\n", seq, sess.names.DeadStream)
 			missing++
 			continue
 		}
@@ -302,7 +303,7 @@ func runDLQShow(ctx context.Context, s streams, p *dlqSettings) error {
 		if i > 0 {
 			fmt.Fprintln(s.stdout)
 		}
-		printDeadLetter(s.stdout, d)
+		printDeadLetter(s.stdout, sess.names, d)
 	}
 	if missing > 0 {
 		return fmt.Errorf("%d of %d dead letter(s) not found: %w", missing, len(p.seqs), operator.ErrNotFound)
@@ -321,8 +322,8 @@ func directGetHeader(k string) bool {
 }
 
 // printDeadLetter writes one dead letter with every header and its body.
-func printDeadLetter(w io.Writer, d operator.DeadLetter) {
-	fmt.Fprintf(w, "%s #%d, stored %s\nSubject: %s\n", jetstream.StreamDead, d.Seq, d.Stored.UTC().Format(time.RFC3339Nano), d.Subject)
+func printDeadLetter(w io.Writer, n jetstream.Names, d operator.DeadLetter) {
+	fmt.Fprintf(w, "%s #%d, stored %s\nSubject: %s\n", n.DeadStream, d.Seq, d.Stored.UTC().Format(time.RFC3339Nano), d.Subject)
 	names := make([]string, 0, len(d.Header))
 	for k := range d.Header {
 		if !directGetHeader(k) {
@@ -358,23 +359,23 @@ func runDLQReplay(ctx context.Context, s streams, p *dlqSettings) error {
 			fmt.Fprintf(s.stderr, "not replayable: %v\n", r.Err)
 		case errors.Is(r.Err, operator.ErrNotFound):
 			failed++
-			fmt.Fprintf(s.stderr, "#%d: no such dead letter in %s\n", r.Seq, jetstream.StreamDead)
+			fmt.Fprintf(s.stderr, "#%d: no such dead letter in %s\n", r.Seq, sess.names.DeadStream)
 		case r.Err != nil:
 			failed++
 			fmt.Fprintf(s.stderr, "#%d %s: %v\n", r.Seq, r.Key, r.Err)
 		case r.Duplicate:
 			duplicates++
-			fmt.Fprintf(s.stdout, "#%d %s: already replayed (%s holds %s as #%d); not published again\n", r.Seq, r.Key, jetstream.StreamNotify, r.MsgID, r.StoredSeq)
+			fmt.Fprintf(s.stdout, "#%d %s: already replayed (%s holds %s as #%d); not published again\n", r.Seq, r.Key, sess.names.Stream, r.MsgID, r.StoredSeq)
 		default:
 			replayed++
-			fmt.Fprintf(s.stdout, "#%d %s: replayed to %s as %s #%d\n", r.Seq, r.Key, r.To, jetstream.StreamNotify, r.StoredSeq)
+			fmt.Fprintf(s.stdout, "#%d %s: replayed to %s as %s #%d\n", r.Seq, r.Key, r.To, sess.names.Stream, r.StoredSeq)
 		}
 		return nil
 	}
 	if len(p.seqs) > 0 {
-		err = operator.ReplaySeqs(sess.ctx, sess.js, p.seqs, report)
+		err = operator.ReplaySeqs(sess.ctx, sess.js, sess.names, p.seqs, report)
 	} else {
-		err = operator.Replay(sess.ctx, sess.js, p.filter, report)
+		err = operator.Replay(sess.ctx, sess.js, sess.names, p.filter, report)
 	}
 	if err != nil {
 		return err
@@ -400,7 +401,7 @@ func runDLQPurge(ctx context.Context, s streams, p *dlqSettings) error {
 	if p.dryRun {
 		verb = "would delete"
 	}
-	res, err := operator.Purge(sess.ctx, sess.js, p.filter, p.dryRun, func(d operator.DeadLetter) error {
+	res, err := operator.Purge(sess.ctx, sess.js, sess.names, p.filter, p.dryRun, func(d operator.DeadLetter) error {
 		fmt.Fprintf(s.stdout, "#%d %s %s %s %s: %s\n", d.Seq, d.Channel, d.Reason, d.Recipient, d.Key, verb)
 		return nil
 	})

@@ -43,6 +43,7 @@ func parseReport(args []string, s streams) (*reportSettings, *config.Set, error)
 	cs := config.New("tgnotify dlq report", config.Options{EnvPrefix: "TGNOTIFY", Getenv: s.getenv, Output: s.stderr, Usage: reportUsage,
 		ConfigFlag: "config", ConfigUsage: "YAML `file` of settings (configs/dlq-report.yaml)"})
 	p.conn.register(cs, dlqTimeout)
+	p.conn.registerPrefix(cs)
 	config.String(cs, &p.state, "state", "", "`file` that remembers where the last report ended (e.g. /var/lib/tgnotify/dlq-report.json); without it every run covers -since")
 	config.String(cs, &p.since, "since", "24h", "what the first report (or every report, without -state) covers: dead letters since this `time` (RFC 3339, or a duration ago)").Check(checkWhen)
 	config.String(cs, &p.adminChat, "admin-chat", "", "Telegram chat `id` the summary is posted to (required unless -dry-run)").Check(func(v string) error {
@@ -86,7 +87,7 @@ func runDLQReport(ctx context.Context, s streams, args []string) error {
 		return err
 	}
 	defer sess.close()
-	r, err := operator.Summarize(sess.ctx, sess.js, cursor.Next, since)
+	r, err := operator.Summarize(sess.ctx, sess.js, sess.names, cursor.Next, since)
 	if err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func runDLQReport(ctx context.Context, s streams, args []string) error {
 	}
 	if r.Total > 0 || p.postEmpty {
 		chat, _ := strconv.ParseInt(p.adminChat, 10, 64)
-		if err := operator.Post(sess.ctx, sess.js, r, chat, p.env, now); err != nil {
+		if err := operator.Post(sess.ctx, sess.js, sess.names, r, chat, p.env, now); err != nil {
 			return err
 		}
 		fmt.Fprintf(s.stderr, "posted to chat %d as %s\n", chat, r.Key())

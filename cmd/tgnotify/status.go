@@ -15,6 +15,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/operator"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 const statusUsage = `Usage: tgnotify status [-db PATH] [flags] KEY
@@ -46,6 +47,7 @@ func parseStatus(args []string, s streams) (*statusSettings, error) {
 	p := &statusSettings{}
 	cs := config.New("tgnotify status", config.Options{EnvPrefix: "TGNOTIFY", Getenv: s.getenv, Output: s.stderr, Usage: statusUsage, AllowArgs: true})
 	p.conn.register(cs, defaultTimeout)
+	p.conn.registerPrefix(cs)
 	config.String(cs, &p.db, "db", "", "the application's SQLite outbox `PATH`, read only; without it the outbox row is not shown")
 	config.String(cs, &p.since, "since", "", "when neither the outbox nor a delivery record locates the key, read NOTIFY from this `time` (RFC 3339, or a duration ago such as 24h); default its start").
 		Check(checkWhen)
@@ -79,11 +81,11 @@ func runStatus(ctx context.Context, s streams, args []string) error {
 	}
 	defer sess.close()
 	since, _ := parseWhen(p.since, time.Now())
-	t, err := operator.FindTrail(sess.ctx, sess.js, db, p.key, since)
+	t, err := operator.FindTrail(sess.ctx, sess.js, sess.names, db, p.key, since)
 	if err != nil {
 		return err
 	}
-	printTrail(s.stdout, t, p.db != "")
+	printTrail(s.stdout, sess.names, t, p.db != "")
 	if !t.Found() {
 		return fmt.Errorf("no trace of %q: %w", p.key, operator.ErrNotFound)
 	}
@@ -105,8 +107,8 @@ func openReadOnly(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// printTrail writes a trail for a person.
-func printTrail(w io.Writer, t *operator.Trail, withDB bool) {
+// printTrail writes a trail, read under names, for a person.
+func printTrail(w io.Writer, names jetstream.Names, t *operator.Trail, withDB bool) {
 	ts := func(at time.Time) string { return at.UTC().Format(time.RFC3339Nano) }
 	fmt.Fprintf(w, "%s: %s\n", t.Key, t.State())
 	if n := t.Notification; n != nil {
@@ -126,7 +128,7 @@ func printTrail(w io.Writer, t *operator.Trail, withDB bool) {
 	case withDB:
 		fmt.Fprintln(w, "outbox: no row (never written, or purged after publishing)")
 	}
-	fmt.Fprintf(w, "NOTIFY: %d message(s)\n", len(t.Messages))
+	fmt.Fprintf(w, "%s: %d message(s)\n", names.Stream, len(t.Messages))
 	for _, m := range t.Messages {
 		fmt.Fprintf(w, "  #%d %s %s  Nats-Msg-Id %s", m.Seq, ts(m.Stored), m.Subject, m.MsgID)
 		if m.FallbackFrom != "" {
@@ -146,7 +148,7 @@ func printTrail(w io.Writer, t *operator.Trail, withDB bool) {
 		fmt.Fprintf(w, "attempts: %d failed\n", a.Count)
 	}
 	if d := t.Delivery; d != nil {
-		fmt.Fprintf(w, "delivered: %s %s, provider id %s, at %s (NOTIFY #%d)\n", d.Channel, d.Recipient, d.ProviderID, ts(d.DeliveredAt), d.StreamSeq)
+		fmt.Fprintf(w, "delivered: %s %s, provider id %s, at %s (%s #%d)\n", d.Channel, d.Recipient, d.ProviderID, ts(d.DeliveredAt), names.Stream, d.StreamSeq)
 	} else {
 		fmt.Fprintln(w, "delivered: no delivery record")
 	}

@@ -14,6 +14,10 @@
 // key in its Notify-Key header too. The durable consumer remembers what was
 // acknowledged, so a restart goes on where it stopped; an application acks
 // an event once it has recorded it. docs/INTEGRATING.md explains the events.
+//
+// A deployment with another subject prefix (-subject-prefix staging in its
+// JetStream declaration) has its events on staging.events.> in the stream
+// STAGING: give the same -subject-prefix here.
 package main
 
 import (
@@ -25,6 +29,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +52,7 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)
 	url := fs.String("nats", nats.DefaultURL, "NATS server `URLs` (default $NATS_URL, else "+nats.DefaultURL+")")
 	durable := fs.String("durable", "my-app-events", "the application's durable consumer `name`")
+	prefix := fs.String("subject-prefix", "notify", "the deployment's subject `prefix`: events on <prefix>.events.> in the stream <PREFIX>")
 	if v := getenv("NATS_URL"); v != "" {
 		*url = v
 	}
@@ -62,16 +68,16 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	if err != nil {
 		return err
 	}
-	c, err := js.CreateOrUpdateConsumer(ctx, "NOTIFY", jetstream.ConsumerConfig{
+	c, err := js.CreateOrUpdateConsumer(ctx, strings.ToUpper(*prefix), jetstream.ConsumerConfig{
 		Durable:       *durable,
-		FilterSubject: "notify.events.>",
+		FilterSubject: *prefix + ".events.>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", *durable, err)
 	}
 	cc, err := c.Consume(func(m jetstream.Msg) {
-		fmt.Fprintln(out, describe(m.Subject(), m.Data()))
+		fmt.Fprintln(out, describe(*prefix, m.Subject(), m.Data()))
 		_ = m.Ack() // after the application has recorded the event
 	})
 	if err != nil {
@@ -83,10 +89,10 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	return nil
 }
 
-// describe writes one event as a line.
-func describe(subject string, data []byte) string {
-	switch subject {
-	case "notify.events.delivered", "notify.events.fallback", "notify.events.dead":
+// describe writes one event of the deployment with prefix as a line.
+func describe(prefix, subject string, data []byte) string {
+	switch strings.TrimPrefix(subject, prefix+".events.") {
+	case "delivered", "fallback", "dead":
 		var ev delivery.Event
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return fmt.Sprintf("%s: not JSON: %v", subject, err)
@@ -98,12 +104,12 @@ func describe(subject string, data []byte) string {
 			return fmt.Sprintf("%s moved from %s to %s: %s", ev.Key, ev.Channel, ev.Next, ev.Reason)
 		}
 		return fmt.Sprintf("%s dead: %s gave up (%s %d %s)", ev.Key, ev.Channel, ev.Reason, ev.Code, ev.Description)
-	case "notify.events.recipient_dead", "notify.events.recipient_redirected", "notify.events.recipient_revived":
+	case "recipient_dead", "recipient_redirected", "recipient_revived":
 		var ev delivery.RecipientEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return fmt.Sprintf("%s: not JSON: %v", subject, err)
 		}
-		if subject == "notify.events.recipient_revived" {
+		if subject == prefix+".events.recipient_revived" {
 			return fmt.Sprintf("%s recipient %s reachable again: %s", ev.Channel, ev.Recipient, ev.Reason)
 		}
 		if ev.RedirectTo != "" {

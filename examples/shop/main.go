@@ -66,6 +66,7 @@ func runMain(args []string) error {
 		logFlags                   daemon.LogFlags
 		showVersion                bool
 		natsOpts                   jetstream.Options
+		prefix                     string
 	)
 	cs := config.New("shop", config.Options{EnvPrefix: "SHOP", ConfigFlag: "config", Usage: usage})
 	config.String(cs, &dbPath, "db", defaultDB, "`path` of the SQLite database holding orders and the outbox")
@@ -74,6 +75,9 @@ func runMain(args []string) error {
 		"base `URL` of the shop's order pages (https://shop.example/orders): notifications then carry a button to <URL>/<order id>").
 		Check(shop.CheckOrderURL)
 	daemon.NATSFlags(cs, &natsOpts)
+	config.String(cs, &prefix, jetstream.FlagPrefix, jetstream.DefaultPrefix,
+		"subject `prefix` of the pipeline whose events the shop follows (its JetStream declaration's "+jetstream.FlagPrefix+"): notify follows notify.events.> on NOTIFY").
+		Check(jetstream.ValidatePrefix)
 	logFlags.Register(cs)
 	config.Bool(cs, &showVersion, "version", false, "print the version and exit")
 	config.Duration(cs, &readTimeout, "read-timeout", defaultReadTimeout, "maximum time to read a whole request").Check(config.Positive)
@@ -134,7 +138,11 @@ func runMain(args []string) error {
 		if err != nil {
 			return err
 		}
-		events := shop.NewEvents(svc, js, log)
+		names, err := jetstream.NewNames(prefix)
+		if err != nil {
+			return daemon.UsageError{Err: err}
+		}
+		events := shop.NewEvents(svc, js, names, log)
 		ectx, stop := context.WithCancel(ctx)
 		g.Add(func() error { return events.Run(ectx) }, func(error) { stop() })
 	}

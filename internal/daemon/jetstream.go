@@ -37,7 +37,7 @@ type JetStreamFlags struct {
 // declared removed, pointing to the declaration.
 func (f *JetStreamFlags) Register(cs *config.Set, moved ...string) {
 	config.String(cs, &f.ConfigFile, "jetstream-config", "",
-		"the JetStream declaration: a YAML `file` of stream, consumer and bucket settings (configs/jetstream.yaml), the one `tgnotify provision -config` applies (default: the built-in defaults)")
+		"the JetStream declaration: a YAML `file` of the subject prefix and the stream, consumer and bucket settings (configs/jetstream.yaml), the one `tgnotify provision -config` applies; its subject-prefix names every stream, subject and bucket the daemon uses (default: the built-in defaults, prefix notify)")
 	config.Bool(cs, &f.Provision, "provision", true,
 		"create the JetStream objects that are missing at start; false: wait until `tgnotify provision` has created them (for accounts that may not create streams). Existing objects are never changed")
 	for _, name := range moved {

@@ -49,11 +49,11 @@ func (f Filter) Validate() error {
 }
 
 // Subject returns the subject filter the dead letters f selects are stored
-// on: dead.notify.<channel>.<reason>.<recipient> with * for what f leaves
-// open, or dead.> when it names none of them.
-func (f Filter) Subject() string {
+// on under the names n: dead.notify.<channel>.<reason>.<recipient> with *
+// for what f leaves open, or dead.> when it names none of them.
+func (f Filter) Subject(n jetstream.Names) string {
 	if f.Channel == "" && f.Reason == "" && f.Recipient == "" {
-		return jetstream.StreamDeadSubjects
+		return n.DeadSubjects
 	}
 	tok := func(s string) string {
 		if s == "" {
@@ -61,7 +61,7 @@ func (f Filter) Subject() string {
 		}
 		return s
 	}
-	return jetstream.DeadLetterSubject(tok(f.Channel), tok(f.Reason), tok(f.Recipient))
+	return n.DeadLetterSubject(tok(f.Channel), tok(f.Reason), tok(f.Recipient))
 }
 
 // SubjectOnly reports whether the subject alone says what f selects (no
@@ -96,8 +96,9 @@ type DeadLetter struct {
 	Data   []byte
 }
 
-// newDeadLetter reads a dead letter's subject and headers.
-func newDeadLetter(seq uint64, stored time.Time, subject string, h nats.Header, data []byte) DeadLetter {
+// newDeadLetter reads a dead letter's subject (under the names n) and
+// headers.
+func newDeadLetter(n jetstream.Names, seq uint64, stored time.Time, subject string, h nats.Header, data []byte) DeadLetter {
 	d := DeadLetter{
 		Seq: seq, Stored: stored, Subject: subject, Header: h, Data: data,
 		Reason:          h.Get(jetstream.HeaderReason),
@@ -109,36 +110,36 @@ func newDeadLetter(seq uint64, stored time.Time, subject string, h nats.Header, 
 		DeadAt:          h.Get(jetstream.HeaderDeadAt),
 	}
 	d.OriginalSeq, _ = strconv.ParseUint(h.Get(jetstream.HeaderOriginalSeq), 10, 64)
-	if ch, reason, r, err := jetstream.ParseDeadLetterSubject(subject); err == nil && (d.Reason == "" || d.Reason == reason) {
+	if ch, reason, r, err := n.ParseDeadLetterSubject(subject); err == nil && (d.Reason == "" || d.Reason == reason) {
 		d.Channel, d.Reason, d.Recipient = ch, reason, r
-	} else if ch, r, err := jetstream.ParseSubject(strings.TrimPrefix(subject, jetstream.DeadPrefix)); err == nil {
+	} else if ch, r, err := n.ParseSubject(strings.TrimPrefix(subject, n.DeadPrefix)); err == nil {
 		d.Channel, d.Recipient = ch, r // poison kept on its original subject
 	}
 	return d
 }
 
 // deadLetterOf reads a message delivered by a consumer of NOTIFY_DEAD.
-func deadLetterOf(m natsjs.Msg) (DeadLetter, error) {
+func deadLetterOf(n jetstream.Names, m natsjs.Msg) (DeadLetter, error) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return DeadLetter{}, err
 	}
-	return newDeadLetter(meta.Sequence.Stream, meta.Timestamp, m.Subject(), m.Headers(), m.Data()), nil
+	return newDeadLetter(n, meta.Sequence.Stream, meta.Timestamp, m.Subject(), m.Headers(), m.Data()), nil
 }
 
 // scanDead calls fn for each dead letter f selects, in stream order, with
 // or without its body.
-func scanDead(ctx context.Context, js natsjs.JetStream, f Filter, headersOnly bool, fn func(DeadLetter) error) error {
+func scanDead(ctx context.Context, js natsjs.JetStream, n jetstream.Names, f Filter, headersOnly bool, fn func(DeadLetter) error) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	cfg := natsjs.OrderedConsumerConfig{FilterSubjects: []string{f.Subject()}, HeadersOnly: headersOnly}
+	cfg := natsjs.OrderedConsumerConfig{FilterSubjects: []string{f.Subject(n)}, HeadersOnly: headersOnly}
 	if !f.Since.IsZero() {
 		since := f.Since
 		cfg.DeliverPolicy, cfg.OptStartTime = natsjs.DeliverByStartTimePolicy, &since
 	}
-	return scanRange(ctx, js, jetstream.StreamDead, cfg, func(m natsjs.Msg) error {
-		d, err := deadLetterOf(m)
+	return scanRange(ctx, js, n.DeadStream, cfg, func(m natsjs.Msg) error {
+		d, err := deadLetterOf(n, m)
 		if err != nil {
 			return err
 		}
@@ -158,25 +159,25 @@ func scanDead(ctx context.Context, js natsjs.JetStream, f Filter, headersOnly bo
 // List calls fn for each dead letter f selects, in the order they died,
 // reading headers only. It reads the dead letters that exist when it
 // starts.
-func List(ctx context.Context, js natsjs.JetStream, f Filter, fn func(DeadLetter) error) error {
-	return scanDead(ctx, js, f, true, fn)
+func List(ctx context.Context, js natsjs.JetStream, n jetstream.Names, f Filter, fn func(DeadLetter) error) error {
+	return scanDead(ctx, js, n, f, true, fn)
 }
 
 // Get reads dead letter seq, body included. A sequence that holds no
 // message matches [ErrNotFound].
-func Get(ctx context.Context, js natsjs.JetStream, seq uint64) (DeadLetter, error) {
-	s, err := js.Stream(ctx, jetstream.StreamDead)
+func Get(ctx context.Context, js natsjs.JetStream, n jetstream.Names, seq uint64) (DeadLetter, error) {
+	s, err := js.Stream(ctx, n.DeadStream)
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("reading stream %s: %w", jetstream.StreamDead, err)
+		return DeadLetter{}, fmt.Errorf("reading stream %s: %w", n.DeadStream, err)
 	}
 	m, err := s.GetMsg(ctx, seq)
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
-		return DeadLetter{}, fmt.Errorf("%s #%d: %w", jetstream.StreamDead, seq, ErrNotFound)
+		return DeadLetter{}, fmt.Errorf("%s #%d: %w", n.DeadStream, seq, ErrNotFound)
 	}
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("reading %s #%d: %w", jetstream.StreamDead, seq, err)
+		return DeadLetter{}, fmt.Errorf("reading %s #%d: %w", n.DeadStream, seq, err)
 	}
-	return newDeadLetter(m.Sequence, m.Time, m.Subject, m.Header, m.Data), nil
+	return newDeadLetter(n, m.Sequence, m.Time, m.Subject, m.Header, m.Data), nil
 }
 
 // ReplayID is the message id of a replay of dead letter seq of key:
@@ -190,17 +191,17 @@ func ReplayID(key string, seq uint64) string { return key + ":replay:" + strconv
 // [ReplayID], Notify-Key, Content-Type (application/json when d has none),
 // Notify-Replay-Of NOTIFY_DEAD:<seq> and d's Notify-Created-At. A dead
 // letter without a key or without a notification subject matches
-// [ErrNotReplayable].
-func ReplayMsg(d DeadLetter) (*nats.Msg, error) {
+// [ErrNotReplayable]. n are the names d was read under.
+func ReplayMsg(n jetstream.Names, d DeadLetter) (*nats.Msg, error) {
 	if d.Key == "" {
 		return nil, fmt.Errorf("#%d: no %s header (a poison message: fix the producer instead): %w", d.Seq, jetstream.HeaderKey, ErrNotReplayable)
 	}
 	subject := d.OriginalSubject
 	if subject == "" && d.Channel != "" && d.Recipient != "" {
-		subject = jetstream.Subject(d.Channel, d.Recipient)
+		subject = n.Subject(d.Channel, d.Recipient)
 	}
-	if _, _, err := jetstream.ParseSubject(subject); err != nil {
-		return nil, fmt.Errorf("#%d: original subject %q is not notify.<channel>.<recipient>: %w", d.Seq, subject, ErrNotReplayable)
+	if _, _, err := n.ParseSubject(subject); err != nil {
+		return nil, fmt.Errorf("#%d: original subject %q is not %s.<channel>.<recipient>: %w", d.Seq, subject, n.Prefix, ErrNotReplayable)
 	}
 	h := nats.Header{}
 	h.Set(jetstream.HeaderMsgID, ReplayID(d.Key, d.Seq))
@@ -210,7 +211,7 @@ func ReplayMsg(d DeadLetter) (*nats.Msg, error) {
 		ct = "application/json"
 	}
 	h.Set(jetstream.HeaderContentType, ct)
-	h.Set(HeaderReplayOf, jetstream.StreamDead+":"+strconv.FormatUint(d.Seq, 10))
+	h.Set(HeaderReplayOf, n.DeadStream+":"+strconv.FormatUint(d.Seq, 10))
 	if c := d.Header.Get(jetstream.HeaderCreatedAt); c != "" {
 		h.Set(jetstream.HeaderCreatedAt, c)
 	}
@@ -241,6 +242,7 @@ const replayBatch = 512
 // replayer publishes replays asynchronously and reports them in order.
 type replayer struct {
 	js      natsjs.JetStream
+	names   jetstream.Names
 	fn      func(Replayed) error
 	pending []pendingReplay
 }
@@ -252,7 +254,7 @@ type pendingReplay struct {
 
 func (p *replayer) add(ctx context.Context, d DeadLetter) error {
 	r := Replayed{DeadLetter: d}
-	m, err := ReplayMsg(d)
+	m, err := ReplayMsg(p.names, d)
 	if err != nil {
 		r.Err = err
 		p.pending = append(p.pending, pendingReplay{r: r})
@@ -296,9 +298,9 @@ func (p *replayer) flush(ctx context.Context) error {
 // subject ([ReplayMsg]) and calls fn with each outcome, in order. A poison
 // message is reported with an error matching [ErrNotReplayable] and
 // skipped. The dead letters stay in NOTIFY_DEAD.
-func Replay(ctx context.Context, js natsjs.JetStream, f Filter, fn func(Replayed) error) error {
-	p := &replayer{js: js, fn: fn}
-	if err := scanDead(ctx, js, f, false, func(d DeadLetter) error { return p.add(ctx, d) }); err != nil {
+func Replay(ctx context.Context, js natsjs.JetStream, n jetstream.Names, f Filter, fn func(Replayed) error) error {
+	p := &replayer{js: js, names: n, fn: fn}
+	if err := scanDead(ctx, js, n, f, false, func(d DeadLetter) error { return p.add(ctx, d) }); err != nil {
 		return err
 	}
 	return p.flush(ctx)
@@ -307,10 +309,10 @@ func Replay(ctx context.Context, js natsjs.JetStream, f Filter, fn func(Replayed
 // ReplaySeqs replays the dead letters with the given sequences, in the
 // order given. A sequence that holds no dead letter is reported with an
 // error matching [ErrNotFound].
-func ReplaySeqs(ctx context.Context, js natsjs.JetStream, seqs []uint64, fn func(Replayed) error) error {
-	p := &replayer{js: js, fn: fn}
+func ReplaySeqs(ctx context.Context, js natsjs.JetStream, n jetstream.Names, seqs []uint64, fn func(Replayed) error) error {
+	p := &replayer{js: js, names: n, fn: fn}
 	for _, seq := range seqs {
-		d, err := Get(ctx, js, seq)
+		d, err := Get(ctx, js, n, seq)
 		if errors.Is(err, ErrNotFound) {
 			p.pending = append(p.pending, pendingReplay{r: Replayed{DeadLetter: DeadLetter{Seq: seq}, Err: err}})
 			continue
@@ -337,36 +339,36 @@ type Purged struct {
 // reports them). When the subject alone selects them ([Filter.SubjectOnly])
 // the server purges that subject at once and fn is not called; otherwise
 // they are read headers only and deleted one by one, fn seeing each.
-func Purge(ctx context.Context, js natsjs.JetStream, f Filter, dryRun bool, fn func(DeadLetter) error) (Purged, error) {
+func Purge(ctx context.Context, js natsjs.JetStream, n jetstream.Names, f Filter, dryRun bool, fn func(DeadLetter) error) (Purged, error) {
 	if err := f.Validate(); err != nil {
 		return Purged{}, err
 	}
-	s, err := js.Stream(ctx, jetstream.StreamDead)
+	s, err := js.Stream(ctx, n.DeadStream)
 	if err != nil {
-		return Purged{}, fmt.Errorf("reading stream %s: %w", jetstream.StreamDead, err)
+		return Purged{}, fmt.Errorf("reading stream %s: %w", n.DeadStream, err)
 	}
 	if f.SubjectOnly() {
-		p := Purged{Subject: f.Subject()}
-		if p.Count, err = countOn(ctx, js, s, p.Subject); err != nil {
+		p := Purged{Subject: f.Subject(n)}
+		if p.Count, err = countOn(ctx, js, n, s, p.Subject); err != nil {
 			return Purged{}, err
 		}
 		if dryRun || p.Count == 0 {
 			return p, nil
 		}
 		opts := []natsjs.StreamPurgeOpt{}
-		if p.Subject != jetstream.StreamDeadSubjects {
+		if p.Subject != n.DeadSubjects {
 			opts = append(opts, natsjs.WithPurgeSubject(p.Subject))
 		}
 		if err := s.Purge(ctx, opts...); err != nil {
-			return Purged{}, fmt.Errorf("purging %s of %s: %w", jetstream.StreamDead, p.Subject, err)
+			return Purged{}, fmt.Errorf("purging %s of %s: %w", n.DeadStream, p.Subject, err)
 		}
 		return p, nil
 	}
 	var p Purged
-	err = scanDead(ctx, js, f, true, func(d DeadLetter) error {
+	err = scanDead(ctx, js, n, f, true, func(d DeadLetter) error {
 		if !dryRun {
 			if err := s.DeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, natsjs.ErrMsgNotFound) {
-				return fmt.Errorf("deleting %s #%d: %w", jetstream.StreamDead, d.Seq, err)
+				return fmt.Errorf("deleting %s #%d: %w", n.DeadStream, d.Seq, err)
 			}
 		}
 		p.Count++
@@ -376,8 +378,8 @@ func Purge(ctx context.Context, js natsjs.JetStream, f Filter, dryRun bool, fn f
 }
 
 // countOn returns the number of messages of stream s on subject (a filter).
-func countOn(ctx context.Context, js natsjs.JetStream, s natsjs.Stream, subject string) (uint64, error) {
-	if subject == jetstream.StreamDeadSubjects {
+func countOn(ctx context.Context, js natsjs.JetStream, n jetstream.Names, s natsjs.Stream, subject string) (uint64, error) {
+	if subject == n.DeadSubjects {
 		info, err := s.Info(ctx)
 		if err != nil {
 			return 0, err
@@ -388,7 +390,7 @@ func countOn(ctx context.Context, js natsjs.JetStream, s natsjs.Stream, subject 
 	if err != nil {
 		return 0, err
 	}
-	defer dispose(ctx, js, jetstream.StreamDead, c)
+	defer dispose(ctx, js, n.DeadStream, c)
 	info, err := c.Info(ctx)
 	if err != nil {
 		return 0, err

@@ -53,23 +53,23 @@ func RecipientToken(channel, id string) (string, error) {
 // channel, so that the workers send to it again (they see the deletion
 // within milliseconds), and returns what the mark said. A recipient that is
 // not marked dead matches [ErrNotFound].
-func Revive(ctx context.Context, js natsjs.JetStream, channel, recipient string) (delivery.DeadRecipient, []byte, error) {
-	kv, err := js.KeyValue(ctx, jetstream.BucketChats)
+func Revive(ctx context.Context, js natsjs.JetStream, n jetstream.Names, channel, recipient string) (delivery.DeadRecipient, []byte, error) {
+	kv, err := js.KeyValue(ctx, n.BucketChats)
 	if err != nil {
-		return delivery.DeadRecipient{}, nil, fmt.Errorf("opening bucket %s: %w", jetstream.BucketChats, err)
+		return delivery.DeadRecipient{}, nil, fmt.Errorf("opening bucket %s: %w", n.BucketChats, err)
 	}
 	key := delivery.DeadRecipientKey(channel, recipient)
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
-		return delivery.DeadRecipient{}, nil, fmt.Errorf("%s recipient %s is not marked dead (no %s in %s): %w", channel, recipient, key, jetstream.BucketChats, ErrNotFound)
+		return delivery.DeadRecipient{}, nil, fmt.Errorf("%s recipient %s is not marked dead (no %s in %s): %w", channel, recipient, key, n.BucketChats, ErrNotFound)
 	}
 	if err != nil {
-		return delivery.DeadRecipient{}, nil, fmt.Errorf("reading %s from %s: %w", key, jetstream.BucketChats, err)
+		return delivery.DeadRecipient{}, nil, fmt.Errorf("reading %s from %s: %w", key, n.BucketChats, err)
 	}
 	var d delivery.DeadRecipient
 	_ = json.Unmarshal(e.Value(), &d) // a mark that does not parse still marks the recipient dead
 	if err := kv.Delete(ctx, key, natsjs.LastRevision(e.Revision())); err != nil {
-		return delivery.DeadRecipient{}, nil, fmt.Errorf("deleting %s from %s: %w", key, jetstream.BucketChats, err)
+		return delivery.DeadRecipient{}, nil, fmt.Errorf("deleting %s from %s: %w", key, n.BucketChats, err)
 	}
 	return d, e.Value(), nil
 }

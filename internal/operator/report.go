@@ -52,9 +52,9 @@ const (
 // Summarize reads the dead letters from sequence from on (headers only, the
 // ones that exist when it starts) and summarises them. from 0 means from
 // the first dead letter at or after since.
-func Summarize(ctx context.Context, js natsjs.JetStream, from uint64, since time.Time) (Report, error) {
+func Summarize(ctx context.Context, js natsjs.JetStream, n jetstream.Names, from uint64, since time.Time) (Report, error) {
 	r := Report{From: from, ByCause: map[Cause]int{}}
-	cfg := natsjs.OrderedConsumerConfig{FilterSubjects: []string{jetstream.StreamDeadSubjects}, HeadersOnly: true}
+	cfg := natsjs.OrderedConsumerConfig{FilterSubjects: []string{n.DeadSubjects}, HeadersOnly: true}
 	switch {
 	case from > 0:
 		cfg.DeliverPolicy, cfg.OptStartSeq = natsjs.DeliverByStartSequencePolicy, from
@@ -62,8 +62,8 @@ func Summarize(ctx context.Context, js natsjs.JetStream, from uint64, since time
 		cfg.DeliverPolicy, cfg.OptStartTime = natsjs.DeliverByStartTimePolicy, &since
 	}
 	recipients := map[string]bool{}
-	err := scanRange(ctx, js, jetstream.StreamDead, cfg, func(m natsjs.Msg) error {
-		d, err := deadLetterOf(m)
+	err := scanRange(ctx, js, n.DeadStream, cfg, func(m natsjs.Msg) error {
+		d, err := deadLetterOf(n, m)
 		if err != nil {
 			return err
 		}
@@ -150,13 +150,13 @@ func (r Report) Key() string { return fmt.Sprintf("dlq-report:%d-%d", r.From, r.
 // Post publishes the report as a notification to the admin's Telegram chat,
 // through the pipeline (NOTIFY, then the telegram worker), and waits for
 // the stream to store it.
-func Post(ctx context.Context, js natsjs.JetStream, r Report, chat int64, env string, now time.Time) error {
+func Post(ctx context.Context, js natsjs.JetStream, names jetstream.Names, r Report, chat int64, env string, now time.Time) error {
 	n := notify.Notification{Key: r.Key(), ChatID: chat, Text: r.Text(env), CreatedAt: now, Priority: notify.PriorityTransactional}
 	payload, err := n.MarshalPayload()
 	if err != nil {
 		return fmt.Errorf("the report's notification: %w", err)
 	}
-	if _, err := js.PublishMsg(ctx, jetstream.NotificationMsg(chat, n.Key, now, notify.PayloadContentType, payload)); err != nil {
+	if _, err := js.PublishMsg(ctx, jetstream.Msg(names.TelegramSubject(chat), n.Key, now, notify.PayloadContentType, payload)); err != nil {
 		return fmt.Errorf("posting the report to chat %d: %w", chat, err)
 	}
 	return nil

@@ -43,6 +43,9 @@ type Trail struct {
 	DeadLetters []DeadLetter
 	// Events are the delivered, fallback and dead events of the key.
 	Events []delivery.Event
+
+	// names are the names the trail is read under.
+	names jetstream.Names
 }
 
 // OutboxRow is a notification's row in the outbox.
@@ -92,9 +95,9 @@ func (t *Trail) State() string {
 	case t.Outbox != nil && t.Outbox.PublishedAt.IsZero():
 		return "pending in the outbox"
 	case len(t.Messages) > 0:
-		return "in NOTIFY, not delivered yet"
+		return "in " + t.names.OrDefault().Stream + ", not delivered yet"
 	case t.Outbox != nil:
-		return "published, not found in NOTIFY"
+		return "published, not found in " + t.names.OrDefault().Stream
 	}
 	return "unknown"
 }
@@ -116,12 +119,12 @@ func (t *Trail) Found() bool {
 // is the application's outbox database (read only). Without a delivery
 // record or an outbox row to say where to look, NOTIFY's notification
 // subjects are read headers only from since (zero: the stream's start)
-// until the first message of the key.
-func FindTrail(ctx context.Context, js natsjs.JetStream, db *sql.DB, key string, since time.Time) (*Trail, error) {
+// until the first message of the key. n are the names of the deployment.
+func FindTrail(ctx context.Context, js natsjs.JetStream, n jetstream.Names, db *sql.DB, key string, since time.Time) (*Trail, error) {
 	if err := notify.ValidateKey(key); err != nil {
 		return nil, err
 	}
-	t := &Trail{Key: key}
+	t := &Trail{Key: key, names: n}
 	if db != nil {
 		row, err := lookupOutbox(ctx, db, key)
 		if err != nil {
@@ -188,7 +191,7 @@ func lookupOutbox(ctx context.Context, db *sql.DB, key string) (*OutboxRow, erro
 
 // readRecords reads the delivery record and the attempt count.
 func (t *Trail) readRecords(ctx context.Context, js natsjs.JetStream) error {
-	rec, err := kvGet(ctx, js, jetstream.BucketDelivered, delivery.RecordKey(t.Key))
+	rec, err := kvGet(ctx, js, t.names.BucketDelivered, delivery.RecordKey(t.Key))
 	if err != nil {
 		return err
 	}
@@ -199,7 +202,7 @@ func (t *Trail) readRecords(ctx context.Context, js natsjs.JetStream) error {
 		}
 		t.Delivery = &d
 	}
-	att, err := kvGet(ctx, js, jetstream.BucketAttempts, delivery.RecordKey(t.Key))
+	att, err := kvGet(ctx, js, t.names.BucketAttempts, delivery.RecordKey(t.Key))
 	if err != nil || att == nil {
 		return err
 	}
@@ -238,14 +241,14 @@ func (t *Trail) anchor(ctx context.Context, js natsjs.JetStream, since time.Time
 	}
 	var filters []string
 	for _, c := range notify.Channels() {
-		filters = append(filters, jetstream.ChannelFilter(string(c)))
+		filters = append(filters, t.names.ChannelFilter(string(c)))
 	}
 	cfg := natsjs.OrderedConsumerConfig{FilterSubjects: filters, HeadersOnly: true}
 	if !since.IsZero() {
 		cfg.DeliverPolicy, cfg.OptStartTime = natsjs.DeliverByStartTimePolicy, &since
 	}
 	var seq uint64
-	err := scanRange(ctx, js, jetstream.StreamNotify, cfg, func(m natsjs.Msg) error {
+	err := scanRange(ctx, js, t.names.Stream, cfg, func(m natsjs.Msg) error {
 		if m.Headers().Get(jetstream.HeaderKey) != t.Key {
 			return nil
 		}
@@ -262,11 +265,11 @@ func (t *Trail) anchor(ctx context.Context, js natsjs.JetStream, since time.Time
 	if !t.decodeMsg(ctx, js, seq) {
 		// Not a notification this program can read (poison): report the
 		// message itself.
-		m, err := getMsg(ctx, js, jetstream.StreamNotify, seq)
+		m, err := getMsg(ctx, js, t.names.Stream, seq)
 		if err != nil {
 			return err
 		}
-		t.Messages = append(t.Messages, messageOf(m.Sequence, m.Time, m.Subject, m.Header))
+		t.Messages = append(t.Messages, t.messageOf(m.Sequence, m.Time, m.Subject, m.Header))
 	}
 	return nil
 }
@@ -274,7 +277,7 @@ func (t *Trail) anchor(ctx context.Context, js natsjs.JetStream, since time.Time
 // decodeMsg reads NOTIFY message seq and keeps its payload if it is the
 // key's notification.
 func (t *Trail) decodeMsg(ctx context.Context, js natsjs.JetStream, seq uint64) bool {
-	m, err := getMsg(ctx, js, jetstream.StreamNotify, seq)
+	m, err := getMsg(ctx, js, t.names.Stream, seq)
 	if err != nil {
 		return false
 	}
@@ -315,10 +318,10 @@ func (t *Trail) routeTokens() map[notify.Channel]string {
 func (t *Trail) readMessages(ctx context.Context, js natsjs.JetStream, from time.Time) error {
 	var filters []string
 	for c, r := range t.routeTokens() {
-		filters = append(filters, jetstream.Subject(string(c), r))
+		filters = append(filters, t.names.Subject(string(c), r))
 	}
 	t.Messages = t.Messages[:0]
-	return scanRange(ctx, js, jetstream.StreamNotify, since(filters, from), func(m natsjs.Msg) error {
+	return scanRange(ctx, js, t.names.Stream, since(filters, from), func(m natsjs.Msg) error {
 		if m.Headers().Get(jetstream.HeaderKey) != t.Key {
 			return nil
 		}
@@ -326,12 +329,12 @@ func (t *Trail) readMessages(ctx context.Context, js natsjs.JetStream, from time
 		if err != nil {
 			return err
 		}
-		t.Messages = append(t.Messages, messageOf(meta.Sequence.Stream, meta.Timestamp, m.Subject(), m.Headers()))
+		t.Messages = append(t.Messages, t.messageOf(meta.Sequence.Stream, meta.Timestamp, m.Subject(), m.Headers()))
 		return nil
 	})
 }
 
-func messageOf(seq uint64, stored time.Time, subject string, h map[string][]string) Message {
+func (t *Trail) messageOf(seq uint64, stored time.Time, subject string, h map[string][]string) Message {
 	get := func(k string) string {
 		if v := h[k]; len(v) > 0 {
 			return v[0]
@@ -341,7 +344,7 @@ func messageOf(seq uint64, stored time.Time, subject string, h map[string][]stri
 	m := Message{Seq: seq, Stored: stored, Subject: subject, MsgID: get(jetstream.HeaderMsgID),
 		FallbackFrom: get(jetstream.HeaderFallbackFrom), FallbackReason: get(jetstream.HeaderFallbackReason),
 		ChannelSince: get(jetstream.HeaderChannelSince), ReplayOf: get(HeaderReplayOf)}
-	m.Channel, m.Recipient, _ = jetstream.ParseSubject(subject)
+	m.Channel, m.Recipient, _ = t.names.ParseSubject(subject)
 	return m
 }
 
@@ -357,13 +360,13 @@ func since(filters []string, from time.Time) natsjs.OrderedConsumerConfig {
 func (t *Trail) readDeadLetters(ctx context.Context, js natsjs.JetStream, from time.Time) error {
 	var filters []string
 	for c, r := range t.routeTokens() {
-		filters = append(filters, jetstream.DeadLetterSubject(string(c), "*", r))
+		filters = append(filters, t.names.DeadLetterSubject(string(c), "*", r))
 	}
-	return scanRange(ctx, js, jetstream.StreamDead, since(filters, from), func(m natsjs.Msg) error {
+	return scanRange(ctx, js, t.names.DeadStream, since(filters, from), func(m natsjs.Msg) error {
 		if m.Headers().Get(jetstream.HeaderKey) != t.Key {
 			return nil
 		}
-		d, err := deadLetterOf(m)
+		d, err := deadLetterOf(t.names, m)
 		if err != nil {
 			return err
 		}
@@ -377,8 +380,8 @@ func (t *Trail) readDeadLetters(ctx context.Context, js natsjs.JetStream, from t
 // from from, and the bodies of the key's.
 func (t *Trail) readEvents(ctx context.Context, js natsjs.JetStream, from time.Time) error {
 	var seqs []uint64
-	filters := []string{jetstream.SubjectDelivered, jetstream.SubjectFallback, jetstream.SubjectDead}
-	err := scanRange(ctx, js, jetstream.StreamNotify, since(filters, from), func(m natsjs.Msg) error {
+	filters := []string{t.names.SubjectDelivered, t.names.SubjectFallback, t.names.SubjectDead}
+	err := scanRange(ctx, js, t.names.Stream, since(filters, from), func(m natsjs.Msg) error {
 		if m.Headers().Get(jetstream.HeaderKey) != t.Key {
 			return nil
 		}
@@ -393,7 +396,7 @@ func (t *Trail) readEvents(ctx context.Context, js natsjs.JetStream, from time.T
 		return err
 	}
 	for _, seq := range seqs {
-		m, err := getMsg(ctx, js, jetstream.StreamNotify, seq)
+		m, err := getMsg(ctx, js, t.names.Stream, seq)
 		if err != nil {
 			return err
 		}

@@ -117,35 +117,38 @@ func (s *Service) TelegramUnavailable(ctx context.Context, chatID int64) (bool, 
 }
 
 // EventsConsumer is the name of the shop's durable consumer of
-// notify.events.>.
+// <prefix>.events.> (notify.events.>).
 const EventsConsumer = "shop-events"
 
 // Events follows the pipeline's events with a durable consumer and applies
 // them to the shop's notification statuses. Create it with [NewEvents] and
 // call Run.
 type Events struct {
-	svc *Service
-	js  natsjs.JetStream
-	log *slog.Logger
+	svc   *Service
+	js    natsjs.JetStream
+	names jetstream.Names
+	log   *slog.Logger
 }
 
-// NewEvents returns the shop's event follower.
-func NewEvents(svc *Service, js natsjs.JetStream, log *slog.Logger) *Events {
-	return &Events{svc: svc, js: js, log: log.With("component", "shop-events")}
+// NewEvents returns the shop's event follower of the pipeline whose names
+// are n (jetstream.NewNames of its subject prefix).
+func NewEvents(svc *Service, js natsjs.JetStream, n jetstream.Names, log *slog.Logger) *Events {
+	return &Events{svc: svc, js: js, names: n.OrDefault(), log: log.With("component", "shop-events")}
 }
 
 // Run consumes events until ctx ends, creating the shop's durable consumer
-// (shop-events on NOTIFY, filter notify.events.>) if it is missing. An event
+// (shop-events on NOTIFY, filter notify.events.>, under the default
+// prefix) if it is missing. An event
 // is acknowledged once the database has it; one the database cannot take
 // comes back after a delay.
 func (e *Events) Run(ctx context.Context) error {
 	var c natsjs.Consumer
 	for {
 		var err error
-		c, err = e.js.CreateOrUpdateConsumer(ctx, "NOTIFY", natsjs.ConsumerConfig{
+		c, err = e.js.CreateOrUpdateConsumer(ctx, e.names.Stream, natsjs.ConsumerConfig{
 			Durable:       EventsConsumer,
 			Description:   "the example shop: what became of each order's notification",
-			FilterSubject: "notify.events.>",
+			FilterSubject: e.names.SubjectEvents,
 			AckPolicy:     natsjs.AckExplicitPolicy,
 			DeliverPolicy: natsjs.DeliverAllPolicy,
 			AckWait:       30 * time.Second,
@@ -178,7 +181,7 @@ func (e *Events) Run(ctx context.Context) error {
 func (e *Events) handle(ctx context.Context, m natsjs.Msg) {
 	var err error
 	switch m.Subject() {
-	case "notify.events.delivered", "notify.events.fallback", "notify.events.dead":
+	case e.names.SubjectDelivered, e.names.SubjectFallback, e.names.SubjectDead:
 		var ev Event
 		if jerr := json.Unmarshal(m.Data(), &ev); jerr != nil {
 			e.log.Warn("an event that is not JSON; skipped", "subject", m.Subject(), "err", jerr)
@@ -186,7 +189,7 @@ func (e *Events) handle(ctx context.Context, m natsjs.Msg) {
 			return
 		}
 		err = e.svc.RecordEvent(ctx, ev)
-	case "notify.events.recipient_dead":
+	case e.names.SubjectRecipientDead:
 		var ev RecipientEvent
 		if jerr := json.Unmarshal(m.Data(), &ev); jerr != nil {
 			_ = m.Term()
@@ -197,7 +200,7 @@ func (e *Events) handle(ctx context.Context, m natsjs.Msg) {
 				err = e.svc.MarkTelegramUnavailable(ctx, chat, ev.Reason, ev.At)
 			}
 		}
-	case "notify.events.recipient_revived":
+	case e.names.SubjectRecipientRevived:
 		var ev RecipientEvent
 		if jerr := json.Unmarshal(m.Data(), &ev); jerr != nil {
 			_ = m.Term()

@@ -11,6 +11,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
@@ -41,7 +42,7 @@ func TestShopFollowsTheEvents(t *testing.T) {
 	b := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- shop.NewEvents(b.svc, env.JS, env.Log).Run(ctx) }()
+	go func() { done <- shop.NewEvents(b.svc, env.JS, jetstream.DefaultNames(), env.Log).Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -112,7 +113,7 @@ func TestShopOffersARevivedChatAgain(t *testing.T) {
 	b := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- shop.NewEvents(b.svc, env.JS, env.Log).Run(ctx) }()
+	go func() { done <- shop.NewEvents(b.svc, env.JS, jetstream.DefaultNames(), env.Log).Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -40,6 +40,9 @@ type Env struct {
 	Emu    *emulator.Emulator
 	BotURL string
 	Log    *slog.Logger
+	// Names are the names of the env's deployment: its streams, subjects
+	// and buckets (Options.Streams.Prefix; default notify).
+	Names jetstream.Names
 }
 
 // Options tune New.
@@ -48,7 +51,8 @@ type Options struct {
 	Emulator emulator.Config
 	// NATS are options of the embedded server.
 	NATS []natstest.Option
-	// Streams are the NOTIFY/NOTIFY_DEAD settings.
+	// Streams are the NOTIFY/NOTIFY_DEAD settings; their Prefix names the
+	// deployment ([Env.Names]).
 	Streams jetstream.StreamSettings
 	// Connect are extra options of the test's own NATS connection
 	// (credentials for a server that requires them).
@@ -68,6 +72,11 @@ func Logger(t testing.TB) *slog.Logger {
 func New(t testing.TB, o Options) *Env {
 	t.Helper()
 	e := &Env{T: t, Log: Logger(t)}
+	names, err := jetstream.NewNames(o.Streams.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Names = names
 	e.NATS = natstest.Start(t, o.NATS...)
 	nc, err := nats.Connect(e.NATS.URL(), append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, o.Connect...)...)
 	if err != nil {
@@ -96,6 +105,26 @@ func New(t testing.TB, o Options) *Env {
 	return e
 }
 
+// WithPrefix provisions the streams of a second deployment, with subject
+// prefix prefix, on e's server and returns an Env for it: the same server,
+// connection and emulator, the names of prefix.
+func (e *Env) WithPrefix(prefix string, s jetstream.StreamSettings) *Env {
+	e.T.Helper()
+	names, err := jetstream.NewNames(prefix)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	s.Prefix = names.Prefix
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := jetstream.ProvisionStreams(ctx, e.JS, s); err != nil {
+		e.T.Fatalf("provisioning the streams of prefix %s: %v", prefix, err)
+	}
+	other := *e
+	other.Names = names
+	return &other
+}
+
 // Client returns a Bot API client for the emulator.
 func (e *Env) Client(token string) *botapi.Client {
 	e.T.Helper()
@@ -122,7 +151,7 @@ func (e *Env) Publish(n notify.Notification) uint64 {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	subject := jetstream.Subject(string(n.Route[0]), token)
+	subject := e.Names.Subject(string(n.Route[0]), token)
 	ack, err := e.JS.PublishMsg(context.Background(), jetstream.Msg(subject, n.Key, n.CreatedAt, notify.PayloadContentType, payload))
 	if err != nil {
 		e.T.Fatalf("publishing %s: %v", n.Key, err)
@@ -141,16 +170,16 @@ func (e *Env) PublishRaw(subject string, body []byte, headers nats.Header) uint6
 }
 
 // Events returns the events of one kind (delivered, fallback, dead) stored
-// in NOTIFY so far.
+// in the work stream (NOTIFY) so far.
 func (e *Env) Events(kind string) []delivery.Event {
 	e.T.Helper()
 	ctx := context.Background()
-	s, err := e.JS.Stream(ctx, jetstream.StreamNotify)
+	s, err := e.JS.Stream(ctx, e.Names.Stream)
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	var out []delivery.Event
-	c, err := s.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{"notify.events." + kind}})
+	c, err := s.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{e.Names.Prefix + ".events." + kind}})
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -172,11 +201,12 @@ func (e *Env) Events(kind string) []delivery.Event {
 	return out
 }
 
-// DeadLetters returns every message stored in NOTIFY_DEAD.
+// DeadLetters returns every message stored in the dead-letter stream
+// (NOTIFY_DEAD).
 func (e *Env) DeadLetters() []*natsjs.RawStreamMsg {
 	e.T.Helper()
 	ctx := context.Background()
-	s, err := e.JS.Stream(ctx, jetstream.StreamDead)
+	s, err := e.JS.Stream(ctx, e.Names.DeadStream)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -218,7 +248,7 @@ type WorkerOptions struct {
 	NC *nats.Conn
 	// Channel, when set, is the channel the worker drives instead of
 	// Telegram; its consumer (<name>-worker on notify.<name>.>) is
-	// provisioned for it.
+	// provisioned for it. Settings.Prefix defaults to the env's.
 	Channel delivery.Channel
 	// Now is the worker's clock (default time.Now).
 	Now func() time.Time
@@ -246,6 +276,9 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 	}
 	if o.Config.StatsInterval == 0 {
 		o.Config.StatsInterval = 200 * time.Millisecond
+	}
+	if o.Settings.Prefix == "" {
+		o.Settings.Prefix = e.Names.Prefix
 	}
 	js := e.JS
 	if o.NC != nil {
@@ -279,8 +312,8 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 		cfg := jetstream.WorkerConsumerConfig(o.Settings)
 		name := ch.Name()
 		cfg.Durable, cfg.Description = name+"-worker", "tgnotify "+name+" worker"
-		cfg.FilterSubject, cfg.PriorityGroups = "notify."+name+".>", []string{name}
-		if res.Consumer, err = js.CreateOrUpdateConsumer(ctx, jetstream.StreamNotify, cfg); err != nil {
+		cfg.FilterSubject, cfg.PriorityGroups = res.Names.ChannelFilter(name), []string{name}
+		if res.Consumer, err = js.CreateOrUpdateConsumer(ctx, res.Names.Stream, cfg); err != nil {
 			e.T.Fatalf("provisioning the %s consumer: %v", name, err)
 		}
 	}

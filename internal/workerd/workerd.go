@@ -307,7 +307,7 @@ func prepare(ctx context.Context, js natsjs.JetStream, channel string, s *Settin
 	if err := objects.Wait(ctx, js); err != nil {
 		return nil, err
 	}
-	res, err := jetstream.OpenWorker(ctx, js, channel)
+	res, err := jetstream.OpenWorker(ctx, js, s.jetstream.Settings.Names(), channel)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +318,7 @@ func prepare(ctx context.Context, js natsjs.JetStream, channel string, s *Settin
 			consumer, ackWait)
 	}
 	s.Engine.AckWait = ackWait
-	log.Info("consumer ready", "consumer", consumer, "ack_wait", ackWait.String(),
+	log.Info("consumer ready", "consumer", consumer, "stream", res.Names.Stream, "ack_wait", ackWait.String(),
 		"max_ack_pending", res.Consumer.CachedInfo().Config.MaxAckPending, "declaration", s.jetstream.Source())
 	return res, nil
 }

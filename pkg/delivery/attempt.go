@@ -9,7 +9,6 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
@@ -127,7 +126,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 			if err := w.store.state.markRedirect(ctx, target, o.RedirectTo); err != nil {
 				w.log.Error("cannot record the redirect", "from", target, "to", o.RedirectTo, "err", err)
 			}
-			w.store.publishEvent(ctx, jetstream.SubjectRecipientRedirected, w.name+":redirected:"+target,
+			w.store.publishEvent(ctx, w.names.SubjectRecipientRedirected, w.name+":redirected:"+target,
 				RecipientEvent{Channel: w.name, Recipient: target, Reason: o.Reason, Code: o.Code, Description: o.Description,
 					RedirectTo: o.RedirectTo, Key: j.n.Key, At: end})
 			target = o.RedirectTo
@@ -396,7 +395,7 @@ func (w *Worker) recipientDied(ctx context.Context, j *job, target string, o Out
 	if err := w.store.state.markDead(ctx, d); err != nil {
 		w.log.Error("cannot record the dead recipient", "recipient", target, "err", err)
 	}
-	w.store.publishEvent(ctx, jetstream.SubjectRecipientDead, fmt.Sprintf("%s:dead:%s:%d", w.name, target, j.seq),
+	w.store.publishEvent(ctx, w.names.SubjectRecipientDead, fmt.Sprintf("%s:dead:%s:%d", w.name, target, j.seq),
 		RecipientEvent{Channel: w.name, Recipient: target, Reason: o.Reason, Code: o.Code, Description: o.Description, Key: j.n.Key, At: at})
 }
 

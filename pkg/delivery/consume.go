@@ -180,7 +180,7 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 // parse reads a notification message of this worker's channel: its
 // payload and recipient, or why it is poison.
 func (w *Worker) parse(subject string, h nats.Header, data []byte) (notify.Notification, string, error) {
-	channel, recipient, err := jetstream.ParseSubject(subject)
+	channel, recipient, err := w.names.ParseSubject(subject)
 	if err != nil {
 		return notify.Notification{}, "", fmt.Errorf("%w: %v", errPoison, err)
 	}

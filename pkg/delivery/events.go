@@ -59,6 +59,7 @@ const (
 // nothing is published: events wait instead of filling the reconnect buffer.
 type events struct {
 	js        natsjs.JetStream
+	names     jetstream.Names
 	channel   string
 	log       *slog.Logger
 	errors    func()
@@ -101,8 +102,8 @@ var errNoPubAck = errors.New("no PubAck within " + eventAckWait.String())
 // with a warning (NATS unreachable for long, at full rate).
 const eventQueue = 65536
 
-func newEvents(js natsjs.JetStream, channel string, log *slog.Logger, onError func()) *events {
-	e := &events{js: js, channel: channel, log: log, errors: onError,
+func newEvents(js natsjs.JetStream, names jetstream.Names, channel string, log *slog.Logger, onError func()) *events {
+	e := &events{js: js, names: names, channel: channel, log: log, errors: onError,
 		connected: func() bool { return js.Conn().IsConnected() },
 		queue:     make(chan *pendingEvent, eventQueue), acks: make(chan publishedEvent, 4096), stop: make(chan struct{})}
 	e.done.Add(2) // run and confirm; close waits for both
@@ -250,13 +251,13 @@ func (e *events) publishThen(subject, id string, ev Event, stored func()) {
 // ever (found by the chaos runs: one or two delivered orders per run had no
 // event).
 func (e *events) delivered(key, channel, recipient, providerID string, at time.Time, stored func()) {
-	e.publishThen(jetstream.SubjectDelivered, "delivered:"+key, Event{
+	e.publishThen(e.names.SubjectDelivered, "delivered:"+key, Event{
 		Key: key, Event: EventDelivered, Channel: channel, Recipient: recipient, ProviderID: providerID, At: at}, stored)
 }
 
 // fallback tells that the notification moved to next.
 func (e *events) fallback(j *job, next notify.Channel, l letter, at time.Time) {
-	e.publish(jetstream.SubjectFallback, "fallback:"+j.n.Key+":"+e.channel, Event{
+	e.publish(e.names.SubjectFallback, "fallback:"+j.n.Key+":"+e.channel, Event{
 		Key: j.n.Key, Event: EventFallback, Channel: e.channel, Next: string(next), Recipient: j.lane,
 		Reason: l.reason, Code: l.code, Description: l.description, At: at})
 }
@@ -266,7 +267,7 @@ func (e *events) dead(j *job, l letter, at time.Time) {
 	if j.n.Key == "" {
 		return // poison without a key: nobody to tell
 	}
-	e.publish(jetstream.SubjectDead, "dead:"+j.n.Key, Event{
+	e.publish(e.names.SubjectDead, "dead:"+j.n.Key, Event{
 		Key: j.n.Key, Event: EventDead, Channel: e.channel, Recipient: j.lane,
 		Reason: l.reason, Code: l.code, Description: l.description, At: at})
 }

@@ -35,7 +35,7 @@ func eventsEnv(t *testing.T) (*natstest.Server, natsjs.JetStream, *events, *atom
 		t.Fatal(err)
 	}
 	var failures atomic.Int64
-	e := newEvents(js, "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) })
+	e := newEvents(js, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) })
 	go e.run()
 	return srv, js, e, &failures
 }
@@ -129,7 +129,7 @@ func TestUnansweredEventIsPublishedAgain(t *testing.T) {
 	lossy := &lostAckJS{JetStream: js}
 	lossy.lose.Store(3)
 	var failures atomic.Int64
-	e := newEvents(lossy, "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) })
+	e := newEvents(lossy, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) })
 	go e.run()
 	for i := range 5 {
 		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), nil)

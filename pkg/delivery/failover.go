@@ -8,8 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // Fast failover. JetStream moves the pin of a priority group to a standby
@@ -41,9 +39,9 @@ const failoverMisses = 4
 const failoverAfterReconnect = 3*time.Second + ReconnectSettle
 
 // pinSubject is the core NATS subject on which the pinned worker of a
-// channel answers. It lies outside notify.>, so the NOTIFY stream never
-// stores these requests.
-func pinSubject(channel string) string { return "tgnotify.worker." + channel + ".pinned" }
+// channel answers (jetstream.Names.PinSubject). It lies outside the work
+// stream's subjects, so the stream never stores these requests.
+func (w *Worker) pinSubject() string { return w.names.PinSubject(w.name) }
 
 // pinState is this worker's pin: the id JetStream gave it, as the last
 // message delivered to it said, and the responder subscription while it
@@ -69,7 +67,7 @@ func (w *Worker) pinnedAs(id string) {
 	if w.pin.sub != nil {
 		return
 	}
-	sub, err := w.js.Conn().Subscribe(pinSubject(w.name), func(m *nats.Msg) {
+	sub, err := w.js.Conn().Subscribe(w.pinSubject(), func(m *nats.Msg) {
 		w.pin.mu.Lock()
 		id := w.pin.id
 		w.pin.mu.Unlock()
@@ -221,7 +219,7 @@ func (w *Worker) pinnedClient(ctx context.Context) string {
 func (w *Worker) pinAnswered(ctx context.Context, pin string) bool {
 	rctx, cancel := context.WithTimeout(ctx, failoverPing)
 	defer cancel()
-	m, err := w.js.Conn().RequestWithContext(rctx, pinSubject(w.name), nil)
+	m, err := w.js.Conn().RequestWithContext(rctx, w.pinSubject(), nil)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return false
@@ -234,18 +232,18 @@ func (w *Worker) pinAnswered(ctx context.Context, pin string) bool {
 
 // unpin clears the consumer's pin.
 func (w *Worker) unpin(ctx context.Context) error {
-	s, err := w.js.Stream(ctx, streamOf(w.res.Consumer))
+	s, err := w.js.Stream(ctx, w.streamOf(w.res.Consumer))
 	if err != nil {
 		return err
 	}
 	return s.UnpinConsumer(ctx, consumerName(w.res.Consumer), w.priorityGroup())
 }
 
-func streamOf(c natsjs.Consumer) string {
+func (w *Worker) streamOf(c natsjs.Consumer) string {
 	if info := c.CachedInfo(); info != nil && info.Stream != "" {
 		return info.Stream
 	}
-	return jetstream.StreamNotify
+	return w.names.Stream
 }
 
 func consumerName(c natsjs.Consumer) string {

@@ -136,7 +136,7 @@ func (w *Worker) ChangeRecipient(ctx context.Context, c RecipientChange) (bool, 
 	select {
 	case <-state.loaded:
 	case <-ctx.Done():
-		return false, fmt.Errorf("waiting for the shared state in %s: %w", jetstream.BucketChats, ctx.Err())
+		return false, fmt.Errorf("waiting for the shared state in %s: %w", w.names.BucketChats, ctx.Err())
 	}
 	news := c.Recipient + "/" + c.ID
 	if u, ok := w.recipients.takeUnsent(news); ok {
@@ -152,7 +152,7 @@ func (w *Worker) ChangeRecipient(ctx context.Context, c RecipientChange) (bool, 
 			return false, err
 		}
 		w.log.Info("recipient marked dead by the provider's news", "recipient", c.Recipient, "reason", c.Reason, "news", c.ID)
-		return true, w.announce(ctx, news, unsentEvent{subject: jetstream.SubjectRecipientDead, id: w.name + ":dead:" + c.Recipient + ":" + c.ID,
+		return true, w.announce(ctx, news, unsentEvent{subject: w.names.SubjectRecipientDead, id: w.name + ":dead:" + c.Recipient + ":" + c.ID,
 			ev: RecipientEvent{Channel: w.name, Recipient: c.Recipient, Reason: c.Reason, Code: c.Code, Description: c.Description, At: c.At}})
 	}
 	if !dead {
@@ -169,7 +169,7 @@ func (w *Worker) ChangeRecipient(ctx context.Context, c RecipientChange) (bool, 
 	w.recipients.revived.WithLabelValues(ViaUpdate).Inc()
 	w.log.Info("recipient revived by the provider's news", "recipient", c.Recipient, "reason", c.Reason, "news", c.ID,
 		"dead_since", d.At, "dead_reason", d.Reason)
-	return true, w.announce(ctx, news, unsentEvent{subject: jetstream.SubjectRecipientRevived, id: w.name + ":revived:" + c.Recipient + ":" + c.ID,
+	return true, w.announce(ctx, news, unsentEvent{subject: w.names.SubjectRecipientRevived, id: w.name + ":revived:" + c.Recipient + ":" + c.ID,
 		ev: RecipientEvent{Channel: w.name, Recipient: c.Recipient, Reason: c.Reason, Code: c.Code, Description: c.Description, At: c.At}})
 }
 
@@ -237,7 +237,7 @@ func (w *Worker) aliveAfterSend(ctx context.Context, j *job, target string, star
 	w.recipients.retries.WithLabelValues("delivered").Inc()
 	w.recipients.revived.WithLabelValues("send").Inc()
 	w.log.Info("recipient revived: a message to it was delivered", "recipient", target, "key", j.n.Key, "dead_since", d.At, "dead_reason", d.Reason)
-	w.store.publishEvent(ctx, jetstream.SubjectRecipientRevived, fmt.Sprintf("%s:revived:%s:%d", w.name, target, j.seq),
+	w.store.publishEvent(ctx, w.names.SubjectRecipientRevived, fmt.Sprintf("%s:revived:%s:%d", w.name, target, j.seq),
 		RecipientEvent{Channel: w.name, Recipient: target, Reason: ReasonRetryDelivered, Key: j.n.Key, At: at})
 }
 

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // DeadRecipient records why a recipient can no longer receive messages on a
@@ -169,7 +167,7 @@ func (s *sharedState) watch(ctx context.Context, ready chan<- struct{}) {
 func (s *sharedState) watchOnce(ctx context.Context, ready chan<- struct{}) error {
 	w, err := s.kv.Watch(ctx, s.keys.watchFilter())
 	if err != nil {
-		return fmt.Errorf("watching %s: %w", jetstream.BucketChats, err)
+		return fmt.Errorf("watching %s: %w", s.kv.Bucket(), err)
 	}
 	defer w.Stop()
 	for {
@@ -313,7 +311,7 @@ func (s *sharedState) deadCount() int {
 func (s *sharedState) put(ctx context.Context, key string, b []byte) error {
 	rev, err := s.kv.Put(ctx, key, b)
 	if err != nil {
-		return fmt.Errorf("writing %s/%s: %w", jetstream.BucketChats, key, err)
+		return fmt.Errorf("writing %s/%s: %w", s.kv.Bucket(), key, err)
 	}
 	s.apply(key, b, false, rev)
 	return nil
@@ -329,7 +327,7 @@ func (s *sharedState) putJSON(ctx context.Context, key string, v any) error {
 
 func (s *sharedState) del(ctx context.Context, key string) error {
 	if err := s.kv.Delete(ctx, key); err != nil && !errors.Is(err, natsjs.ErrKeyNotFound) {
-		return fmt.Errorf("deleting %s/%s: %w", jetstream.BucketChats, key, err)
+		return fmt.Errorf("deleting %s/%s: %w", s.kv.Bucket(), key, err)
 	}
 	s.apply(key, nil, true, 0)
 	return nil

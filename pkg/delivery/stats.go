@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
-
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // Stats is the worker's /stats document, the resilience dashboard of the
@@ -150,7 +148,7 @@ func (w *Worker) pollOnce(ctx context.Context) {
 		w.stats.queueDepth.Store(depth)
 		w.m.queueDepth.Set(float64(depth))
 	}
-	if s, err := w.js.Stream(ctx, jetstream.StreamDead); err == nil {
+	if s, err := w.js.Stream(ctx, w.names.DeadStream); err == nil {
 		if info, err := s.Info(ctx); err == nil {
 			w.stats.dlqSize.Store(int64(info.State.Msgs))
 			w.m.deadLetters.Set(float64(info.State.Msgs))

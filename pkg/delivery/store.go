@@ -26,6 +26,7 @@ import (
 // events (notify.events.>).
 type store struct {
 	js        natsjs.JetStream
+	names     jetstream.Names
 	channel   string
 	delivered natsjs.KeyValue
 	attempts  natsjs.KeyValue
@@ -131,7 +132,7 @@ func (s *store) record(ctx context.Context, r DeliveryRecord) error {
 		return err
 	}
 	if _, err := s.delivered.Put(ctx, RecordKey(r.Key), b); err != nil {
-		return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, jetstream.BucketDelivered, err)
+		return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, s.names.BucketDelivered, err)
 	}
 	return nil
 }
@@ -293,10 +294,10 @@ func (s *store) deadLetter(ctx context.Context, j *job, l letter) error {
 		}
 		h[k] = append([]string(nil), v...)
 	}
-	subject := jetstream.DeadLetterSubject(s.channel, l.reason, j.lane)
+	subject := s.names.DeadLetterSubject(s.channel, l.reason, j.lane)
 	msgID := "dead:" + strconv.FormatUint(j.seq, 10)
 	if j.lane == "" || !jetstream.ValidToken(l.reason) { // poison on an unusable subject
-		subject = jetstream.DeadPrefix + j.subject
+		subject = s.names.DeadPrefix + j.subject
 		sum := sha256.Sum256(append([]byte(j.subject+"\x00"), j.msg.Data()...))
 		msgID = "dead:poison:" + hex.EncodeToString(sum[:16])
 	}
@@ -340,7 +341,7 @@ func (s *store) fallback(ctx context.Context, j *job, next notify.Channel, l let
 	if err != nil {
 		return err
 	}
-	m := jetstream.Msg(jetstream.Subject(string(next), token), j.n.Key, j.n.CreatedAt, notify.PayloadContentType, j.msg.Data())
+	m := jetstream.Msg(s.names.Subject(string(next), token), j.n.Key, j.n.CreatedAt, notify.PayloadContentType, j.msg.Data())
 	m.Header.Set(nats.MsgIdHdr, j.n.Key+"/"+string(next))
 	m.Header.Set(jetstream.HeaderFallbackFrom, s.channel)
 	m.Header.Set(jetstream.HeaderFallbackReason, l.reason)

@@ -210,8 +210,8 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 	if delivered <= floor {
 		return nil, nil
 	}
-	subject := jetstream.Subject(w.name, recipient)
-	stream := streamOf(w.res.Consumer)
+	subject := w.names.Subject(w.name, recipient)
+	stream := w.streamOf(w.res.Consumer)
 	var out []uint64
 	for seq := floor + 1; seq <= delivered; {
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)

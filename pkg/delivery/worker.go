@@ -32,7 +32,9 @@ type Deps struct {
 	// JS publishes dead letters and events and reads stream state.
 	JS natsjs.JetStream
 	// Resources are the channel's consumer and the buckets
-	// (jetstream.ProvisionWorker or a lookup of them).
+	// (jetstream.ProvisionWorker or jetstream.OpenWorker), and the names
+	// they were opened under: the worker publishes its dead letters,
+	// events and fallbacks, and answers failover requests, by them.
 	Resources *jetstream.WorkerResources
 	// Channel sends and classifies; see pkg/channel/... .
 	Channel Channel
@@ -72,6 +74,7 @@ type Worker struct {
 	name    string
 	js      natsjs.JetStream
 	res     *jetstream.WorkerResources
+	names   jetstream.Names
 	log     *slog.Logger
 	m       *metrics
 	now     func() time.Time
@@ -168,7 +171,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	}
 	log := d.Logger.With("component", name+"-worker")
 	w := &Worker{
-		cfg: cfg, channel: d.Channel, name: name, js: d.JS, res: d.Resources, log: log, m: m, now: d.Now, randN: d.RandN,
+		cfg: cfg, channel: d.Channel, name: name, js: d.JS, res: d.Resources, names: d.Resources.Names.OrDefault(), log: log, m: m, now: d.Now, randN: d.RandN,
 		incoming: make(chan *job, cfg.PullBatch*2),
 		results:  make(chan result, cfg.MaxInFlight*2),
 		wake:     make(chan struct{}, 1),
@@ -188,7 +191,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		return nil, fmt.Errorf("registering worker metrics: %w", err)
 	}
 	w.store = &store{
-		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
+		js: d.JS, names: w.names, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
 		deliveredSubjects: subjectsOf(d.Resources.Delivered), attemptsSubjects: subjectsOf(d.Resources.Attempts),
 		direct: newDirectReader(d.JS.Conn()),
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
@@ -196,7 +199,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
 	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
 	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
-	w.events = newEvents(d.JS, name, log, w.m.eventErrors.Inc)
+	w.events = newEvents(d.JS, w.names, name, log, w.m.eventErrors.Inc)
 	w.degrade = newDegrader(cfg, lim.Rate)
 	w.sched = newScheduler(schedConfig{
 		rate:      lim.Rate,

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // The poller's lease. One key of notify_chats, LeaseKey, holds who polls
@@ -92,7 +90,7 @@ func (l *lease) watch(ctx context.Context) {
 func (l *lease) watchOnce(ctx context.Context) error {
 	w, err := l.kv.Watch(ctx, LeaseKey)
 	if err != nil {
-		return fmt.Errorf("watching %s/%s: %w", jetstream.BucketChats, LeaseKey, err)
+		return fmt.Errorf("watching %s/%s: %w", l.kv.Bucket(), LeaseKey, err)
 	}
 	defer func() { _ = w.Stop() }()
 	for {
@@ -178,7 +176,7 @@ func (l *lease) take(ctx context.Context, obs observed, stale time.Duration) (le
 	defer cancel()
 	rev, err := l.kv.Update(wctx, LeaseKey, b, obs.rev)
 	if err != nil {
-		return leaseRecord{}, fmt.Errorf("taking %s/%s: %w", jetstream.BucketChats, LeaseKey, err)
+		return leaseRecord{}, fmt.Errorf("taking %s/%s: %w", l.kv.Bucket(), LeaseKey, err)
 	}
 	l.mu.Lock()
 	l.held, l.rev, l.rec, l.written = true, rev, rec, time.Now()
@@ -215,7 +213,7 @@ func (l *lease) write(ctx context.Context, change func(*leaseRecord)) error {
 		return errLeaseLost
 	}
 	if err != nil {
-		return fmt.Errorf("writing %s/%s: %w", jetstream.BucketChats, LeaseKey, err)
+		return fmt.Errorf("writing %s/%s: %w", l.kv.Bucket(), LeaseKey, err)
 	}
 	l.rev, l.rec, l.written = rev, rec, time.Now()
 	return nil

@@ -17,11 +17,15 @@ const (
 // Declaration is every JetStream object tgnotify needs, with its
 // configuration: the one place they are declared. Build it with [Declare].
 type Declaration struct {
-	// Streams are NOTIFY and NOTIFY_DEAD.
+	// Names are the names of the objects, made from the subject prefix.
+	Names Names
+	// Streams are NOTIFY and NOTIFY_DEAD (under another prefix, <PREFIX>
+	// and <PREFIX>_DEAD).
 	Streams []natsjs.StreamConfig
 	// Consumers are the workers' durable consumers, one per channel.
 	Consumers []DeclaredConsumer
-	// Buckets are notify_delivered, notify_chats and notify_attempts.
+	// Buckets are notify_delivered, notify_chats and notify_attempts
+	// (<prefix>_delivered, ...).
 	Buckets []natsjs.KeyValueConfig
 	// AtomicBuckets are the buckets whose stream takes atomic batch
 	// publishes (allow_atomic), which nats.go's KeyValueConfig cannot say:
@@ -44,19 +48,21 @@ type DeclaredConsumer struct {
 // <channel>-worker (telegram-worker).
 func ConsumerName(channel string) string { return channel + "-worker" }
 
-// ChannelFilter returns the filter subject of a channel's consumer:
-// notify.<channel>.> (notify.telegram.>).
-func ChannelFilter(channel string) string { return "notify." + channel + ".>" }
+// ChannelFilter returns the filter subject of a channel's consumer under
+// [DefaultPrefix]: notify.<channel>.> ([Names.ChannelFilter]).
+func ChannelFilter(channel string) string { return DefaultNames().ChannelFilter(channel) }
 
 // Declare returns the objects s describes. s should be valid
 // ([Settings.Validate]).
 func Declare(s Settings) Declaration {
+	n := s.Names()
 	d := Declaration{
+		Names: n,
 		Streams: []natsjs.StreamConfig{
 			{
-				Name:        StreamNotify,
+				Name:        n.Stream,
 				Description: "tgnotify notifications, one subject per chat",
-				Subjects:    []string{StreamNotifySubjects},
+				Subjects:    []string{n.StreamSubjects},
 				Retention:   natsjs.LimitsPolicy,
 				Storage:     natsjs.FileStorage,
 				Discard:     natsjs.DiscardOld,
@@ -72,9 +78,9 @@ func Declare(s Settings) Declaration {
 				AllowBatchPublish: true,
 			},
 			{
-				Name:        StreamDead,
+				Name:        n.DeadStream,
 				Description: "tgnotify dead letters: notifications that will not be delivered",
-				Subjects:    []string{StreamDeadSubjects},
+				Subjects:    []string{n.DeadSubjects},
 				Retention:   natsjs.LimitsPolicy,
 				Storage:     natsjs.FileStorage,
 				Discard:     natsjs.DiscardOld,
@@ -87,20 +93,20 @@ func Declare(s Settings) Declaration {
 			},
 		},
 		Buckets: []natsjs.KeyValueConfig{
-			{Bucket: BucketDelivered, Description: "idempotency key -> delivery record", TTL: s.DeliveredTTL, Storage: natsjs.FileStorage, Replicas: s.Replicas, History: 1},
-			{Bucket: BucketChats, Description: "per-chat state: dead.<chat>, migrated.<chat>", Storage: natsjs.FileStorage, Replicas: s.Replicas, History: 1},
-			{Bucket: BucketAttempts, Description: "idempotency key -> delivery attempts", TTL: s.AttemptsTTL, Storage: natsjs.FileStorage, Replicas: s.Replicas, History: 1},
+			{Bucket: n.BucketDelivered, Description: "idempotency key -> delivery record", TTL: s.DeliveredTTL, Storage: natsjs.FileStorage, Replicas: s.Replicas, History: 1},
+			{Bucket: n.BucketChats, Description: "per-chat state: dead.<chat>, migrated.<chat>", Storage: natsjs.FileStorage, Replicas: s.Replicas, History: 1},
+			{Bucket: n.BucketAttempts, Description: "idempotency key -> delivery attempts", TTL: s.AttemptsTTL, Storage: natsjs.FileStorage, Replicas: s.Replicas, History: 1},
 		},
-		AtomicBuckets: []string{BucketDelivered},
+		AtomicBuckets: []string{n.BucketDelivered},
 	}
 	for _, ch := range s.Channels {
 		d.Consumers = append(d.Consumers, DeclaredConsumer{
-			Stream:  StreamNotify,
+			Stream:  n.Stream,
 			Channel: ch,
 			Config: natsjs.ConsumerConfig{
 				Durable:        ConsumerName(ch),
 				Description:    "tgnotify " + ch + " worker",
-				FilterSubject:  ChannelFilter(ch),
+				FilterSubject:  n.ChannelFilter(ch),
 				DeliverPolicy:  natsjs.DeliverAllPolicy,
 				AckPolicy:      natsjs.AckExplicitPolicy,
 				AckWait:        s.AckWait,
@@ -118,7 +124,7 @@ func Declare(s Settings) Declaration {
 
 // ForPublisher returns the part of d the publisher needs: the streams.
 func (d Declaration) ForPublisher() Declaration {
-	return Declaration{Streams: d.Streams}
+	return Declaration{Names: d.Names, Streams: d.Streams}
 }
 
 // ForWorker returns the part of d a channel's worker needs: the streams,
@@ -129,7 +135,7 @@ func (d Declaration) ForWorker(channel string) (Declaration, error) {
 	if i < 0 {
 		return Declaration{}, fmt.Errorf("the JetStream declaration has no channel %q (-%s)", channel, FlagChannels)
 	}
-	return Declaration{Streams: d.Streams, Consumers: d.Consumers[i : i+1], Buckets: d.Buckets, AtomicBuckets: d.AtomicBuckets}, nil
+	return Declaration{Names: d.Names, Streams: d.Streams, Consumers: d.Consumers[i : i+1], Buckets: d.Buckets, AtomicBuckets: d.AtomicBuckets}, nil
 }
 
 // Objects lists the objects of d in the order they are created: streams,

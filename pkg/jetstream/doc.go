@@ -15,7 +15,12 @@
 // The names are the project's shared names (docs/DEVELOPING.md): stream
 // NOTIFY on notify.>, stream NOTIFY_DEAD on dead.>, subject
 // notify.telegram.<chat_id>, durable consumer telegram-worker, KV buckets
-// notify_delivered, notify_chats and notify_attempts.
+// notify_delivered, notify_chats and notify_attempts. They are the names of
+// the default subject prefix, notify: [Names] (built by [NewNames] from the
+// declaration's -subject-prefix, [Settings.Names]) makes every one of them
+// from another prefix, so that two deployments share a NATS account, and
+// the daemons take the names through their constructors. The package-level
+// constants and functions are the default prefix's.
 //
 // Import the NATS client's own jetstream package under another name, for
 // example natsjs "github.com/nats-io/nats.go/jetstream".

@@ -39,7 +39,8 @@ const (
 )
 
 // NotificationMsg builds the message that carries a Telegram notification
-// to chatID: [Msg] on notify.telegram.<chatID>.
+// to chatID under [DefaultPrefix]: [Msg] on notify.telegram.<chatID>. Under
+// another prefix use [Msg] with [Names.TelegramSubject].
 func NotificationMsg(chatID int64, key string, createdAt time.Time, contentType string, payload []byte) *nats.Msg {
 	return Msg(TelegramSubject(chatID), key, createdAt, contentType, payload)
 }

@@ -61,6 +61,8 @@ const MinDuplicates = 100 * time.Millisecond
 // message stays for MaxAge, which is therefore at least the duplicate window,
 // and the window holds across restarts.
 type StreamSettings struct {
+	// Prefix is the subject prefix ([Names]). Default notify.
+	Prefix string
 	// Replicas of both streams (1..5). Default 1; use 3 on a cluster.
 	Replicas int
 	// Duplicates is NOTIFY's de-duplication window. Default 2h.
@@ -75,6 +77,7 @@ type StreamSettings struct {
 // settings returns s as [Settings], zero fields at their defaults.
 func (s StreamSettings) settings() Settings {
 	out := DefaultSettings()
+	setNonZero(&out.Prefix, s.Prefix)
 	setNonZero(&out.Replicas, s.Replicas)
 	setNonZero(&out.Duplicates, s.Duplicates)
 	setNonZero(&out.MaxAge, s.MaxAge)
@@ -123,6 +126,8 @@ func ProvisionStreams(ctx context.Context, js natsjs.JetStream, s StreamSettings
 // its durable consumer and its key-value buckets, for [ProvisionWorker].
 // Zero values take the defaults.
 type WorkerSettings struct {
+	// Prefix is the subject prefix ([Names]). Default notify.
+	Prefix string
 	// Replicas of the consumer and the buckets (1..5). Default 1.
 	Replicas int
 	// AckWait is how long a delivered message may stay unacked before it is
@@ -142,6 +147,7 @@ type WorkerSettings struct {
 // settings returns w as [Settings], zero fields at their defaults.
 func (w WorkerSettings) settings() Settings {
 	out := DefaultSettings()
+	setNonZero(&out.Prefix, w.Prefix)
 	setNonZero(&out.Replicas, w.Replicas)
 	setNonZero(&out.AckWait, w.AckWait)
 	setNonZero(&out.MaxAckPending, w.MaxAckPending)
@@ -169,6 +175,10 @@ func WorkerBucketConfigs(w WorkerSettings) []natsjs.KeyValueConfig {
 
 // WorkerResources are the JetStream objects the telegram worker uses.
 type WorkerResources struct {
+	// Names are the names the objects were opened under: the worker
+	// publishes dead letters and events, and reads streams, by them. A zero
+	// Names is [DefaultNames].
+	Names Names
 	// Consumer is the durable telegram-worker consumer on NOTIFY.
 	Consumer natsjs.Consumer
 	// Delivered, Chats and Attempts are the key-value buckets.
@@ -190,8 +200,9 @@ func ProvisionWorker(ctx context.Context, js natsjs.JetStream, w WorkerSettings)
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := js.Stream(ctx, StreamNotify); err != nil {
-		return nil, fmt.Errorf("provisioning consumer %s: stream %s does not exist (provision the streams first): %w", ConsumerTelegram, StreamNotify, err)
+	n := w.settings().Names()
+	if _, err := js.Stream(ctx, n.Stream); err != nil {
+		return nil, fmt.Errorf("provisioning consumer %s: stream %s does not exist (provision the streams first): %w", ConsumerTelegram, n.Stream, err)
 	}
 	d, err := Declare(w.settings()).ForWorker(DefaultChannel)
 	if err != nil {
@@ -201,7 +212,7 @@ func ProvisionWorker(ctx context.Context, js natsjs.JetStream, w WorkerSettings)
 	if _, err := Provision(ctx, js, d, false); err != nil {
 		return nil, err
 	}
-	return OpenWorker(ctx, js, DefaultChannel)
+	return OpenWorker(ctx, js, n, DefaultChannel)
 }
 
 func priorityName(p natsjs.PriorityPolicy) string {

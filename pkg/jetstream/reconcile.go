@@ -414,19 +414,21 @@ var consumerFields = []field[natsjs.ConsumerConfig]{
 		set: func(d, s *natsjs.ConsumerConfig) { d.Replicas = s.Replicas }},
 }
 
-// OpenWorker returns handles to what a channel's worker uses: its durable
-// consumer on NOTIFY and the key-value buckets. They must exist ([Ensure]).
-func OpenWorker(ctx context.Context, js natsjs.JetStream, channel string) (*WorkerResources, error) {
-	res := &WorkerResources{}
+// OpenWorker returns handles to what a channel's worker uses under the
+// names n: its durable consumer on the work stream and the key-value
+// buckets. They must exist ([Ensure]). A zero n is [DefaultNames].
+func OpenWorker(ctx context.Context, js natsjs.JetStream, n Names, channel string) (*WorkerResources, error) {
+	n = n.OrDefault()
+	res := &WorkerResources{Names: n}
 	name := ConsumerName(channel)
 	var err error
-	if res.Consumer, err = js.Consumer(ctx, StreamNotify, name); err != nil {
-		return nil, fmt.Errorf("opening consumer %s on %s: %w", name, StreamNotify, err)
+	if res.Consumer, err = js.Consumer(ctx, n.Stream, name); err != nil {
+		return nil, fmt.Errorf("opening consumer %s on %s: %w", name, n.Stream, err)
 	}
 	for _, b := range []struct {
 		name string
 		kv   *natsjs.KeyValue
-	}{{BucketDelivered, &res.Delivered}, {BucketChats, &res.Chats}, {BucketAttempts, &res.Attempts}} {
+	}{{n.BucketDelivered, &res.Delivered}, {n.BucketChats, &res.Chats}, {n.BucketAttempts, &res.Attempts}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, fmt.Errorf("opening bucket %s: %w", b.name, err)
 		}

@@ -30,6 +30,11 @@ func DefaultChannels() []string { return []string{"telegram", "max", "email", "s
 // the same name ([Settings.RegisterFlags]), which [Settings.Validate] names
 // in its errors.
 type Settings struct {
+	// Prefix is the subject prefix every stream, subject, bucket and event
+	// name is made from ([Names]), so that two deployments share a NATS
+	// account; empty or [DefaultPrefix] keeps the historical names. Flag
+	// -subject-prefix.
+	Prefix string
 	// Replicas of every stream, consumer and bucket (1..5): 1 on a single
 	// server, 3 on a three-node cluster. Flag -replicas.
 	Replicas int
@@ -65,6 +70,7 @@ type Settings struct {
 // DefaultSettings returns the settings tgnotify ships with.
 func DefaultSettings() Settings {
 	return Settings{
+		Prefix:        DefaultPrefix,
 		Replicas:      DefaultReplicas,
 		Duplicates:    DefaultDuplicates,
 		MaxAge:        DefaultMaxAge,
@@ -78,7 +84,8 @@ func DefaultSettings() Settings {
 	}
 }
 
-// The flag names (and YAML keys) of the settings.
+// The flag names (and YAML keys) of the settings (the subject prefix's is
+// [FlagPrefix], with the names it makes).
 const (
 	FlagReplicas      = "replicas"
 	FlagDuplicates    = "duplicate-window"
@@ -94,13 +101,14 @@ const (
 
 // SettingNames lists the flag names of the settings, in declaration order.
 func SettingNames() []string {
-	return []string{FlagReplicas, FlagDuplicates, FlagMaxAge, FlagDeadMaxAge, FlagAckWait,
+	return []string{FlagPrefix, FlagReplicas, FlagDuplicates, FlagMaxAge, FlagDeadMaxAge, FlagAckWait,
 		FlagMaxAckPending, FlagPinnedTTL, FlagDeliveredTTL, FlagAttemptsTTL, FlagChannels}
 }
 
 // RegisterFlags registers one flag per setting on fs, bound to s; the
 // current values of s are the defaults.
 func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&s.Prefix, FlagPrefix, s.Prefix, "subject `prefix` of every stream, subject, bucket and event name, so that two environments share a NATS account: notify keeps NOTIFY, notify.>, notify_delivered, ...; staging makes STAGING, staging.>, staging_delivered, ...")
 	fs.IntVar(&s.Replicas, FlagReplicas, s.Replicas, "replicas of every stream, consumer and bucket: 1 on one server, 3 on a three-node cluster")
 	fs.Var(durationValue{&s.Duplicates}, FlagDuplicates, "NOTIFY de-duplication window: a message id published again within it is dropped")
 	fs.Var(durationValue{&s.MaxAge}, FlagMaxAge, "how long NOTIFY keeps messages (at least -"+FlagDuplicates+")")
@@ -123,6 +131,11 @@ func (s Settings) Validate() error {
 	var errs []error
 	bad := func(flag, value, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("-%s %s: %s", flag, value, fmt.Sprintf(format, args...)))
+	}
+	if s.Prefix != "" {
+		if err := ValidatePrefix(s.Prefix); err != nil {
+			bad(FlagPrefix, s.Prefix, "%v", err)
+		}
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
 		bad(FlagReplicas, strconv.Itoa(s.Replicas), "must be between 1 and 5")
@@ -167,6 +180,15 @@ func (s Settings) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Names returns the names made from s.Prefix ([NewNames]); an empty
+// prefix is [DefaultPrefix]. s.Prefix should be valid ([Settings.Validate]).
+func (s Settings) Names() Names {
+	if s.Prefix == "" {
+		return DefaultNames()
+	}
+	return names(s.Prefix)
 }
 
 // formatDuration writes d the way people write durations: 72h, 1h30m,

@@ -1,12 +1,10 @@
 package jetstream
 
-import (
-	"fmt"
-	"strconv"
-	"strings"
-)
+import "strconv"
 
-// Stream, consumer and bucket names shared by the daemons.
+// Stream, consumer and bucket names under [DefaultPrefix]: the names of a
+// deployment that sets no prefix. Code that may run under another prefix
+// takes a [Names] instead.
 const (
 	// StreamNotify is the work stream every notification is published to.
 	StreamNotify = "NOTIFY"
@@ -53,18 +51,13 @@ const (
 	SubjectRecipientRevived = "notify.events.recipient_revived"
 )
 
-// subjectRoot is the first token of every notification subject.
-const subjectRoot = "notify"
-
 // DeadPrefix is prepended to an original subject to form its dead-letter
-// subject.
+// subject under [DefaultPrefix] ([Names.DeadPrefix]).
 const DeadPrefix = "dead."
 
-// Subject returns the subject of a notification for recipient on channel:
-// notify.<channel>.<recipient>. The recipient is a single subject token.
-func Subject(channel, recipient string) string {
-	return subjectRoot + "." + channel + "." + recipient
-}
+// Subject returns the subject of a notification for recipient on channel
+// under [DefaultPrefix]: notify.<channel>.<recipient> ([Names.Subject]).
+func Subject(channel, recipient string) string { return DefaultNames().Subject(channel, recipient) }
 
 // ValidToken reports whether s can be one token of a subject: non-empty,
 // printable ASCII without spaces, dots or wildcards.
@@ -81,61 +74,35 @@ func ValidToken(s string) bool {
 	return true
 }
 
-// ParseSubject splits a notification subject into its channel and
-// recipient.
+// ParseSubject splits a notification subject under [DefaultPrefix] into
+// its channel and recipient ([Names.ParseSubject]).
 func ParseSubject(subject string) (channel, recipient string, err error) {
-	parts := strings.Split(subject, ".")
-	if len(parts) != 3 || parts[0] != subjectRoot || parts[1] == "" || parts[2] == "" || parts[1] == "events" {
-		return "", "", fmt.Errorf("subject %q is not a notification subject (notify.<channel>.<recipient>)", subject)
-	}
-	return parts[1], parts[2], nil
+	return DefaultNames().ParseSubject(subject)
 }
 
-// DeadLetterSubject returns the subject of a dead letter:
-// dead.notify.<channel>.<reason>.<recipient>, so that `nats stream subjects
-// NOTIFY_DEAD` counts dead letters by channel and reason and `nats stream
-// purge --subject` removes one reason, or one recipient's, at once.
+// DeadLetterSubject returns the subject of a dead letter under
+// [DefaultPrefix]: dead.notify.<channel>.<reason>.<recipient>
+// ([Names.DeadLetterSubject]).
 func DeadLetterSubject(channel, reason, recipient string) string {
-	return DeadPrefix + subjectRoot + "." + channel + "." + reason + "." + recipient
+	return DefaultNames().DeadLetterSubject(channel, reason, recipient)
 }
 
-// ParseDeadLetterSubject splits a dead-letter subject into its channel,
-// reason and recipient.
+// ParseDeadLetterSubject splits a dead-letter subject under
+// [DefaultPrefix] into its channel, reason and recipient
+// ([Names.ParseDeadLetterSubject]).
 func ParseDeadLetterSubject(subject string) (channel, reason, recipient string, err error) {
-	parts := strings.Split(strings.TrimPrefix(subject, DeadPrefix), ".")
-	if !strings.HasPrefix(subject, DeadPrefix) || len(parts) != 4 || parts[0] != subjectRoot || parts[1] == "" || parts[2] == "" || parts[3] == "" {
-		return "", "", "", fmt.Errorf("subject %q is not a dead-letter subject (dead.notify.<channel>.<reason>.<recipient>)", subject)
-	}
-	return parts[1], parts[2], parts[3], nil
+	return DefaultNames().ParseDeadLetterSubject(subject)
 }
 
-// telegramPrefix is the subject prefix of Telegram notifications.
-const telegramPrefix = "notify.telegram."
-
-// TelegramSubject returns the subject of a Telegram notification for chatID:
-// notify.telegram.<chat_id>. Negative ids (groups) keep their sign, which is
-// a valid subject token.
-func TelegramSubject(chatID int64) string {
-	return telegramPrefix + strconv.FormatInt(chatID, 10)
-}
+// TelegramSubject returns the subject of a Telegram notification for chatID
+// under [DefaultPrefix]: notify.telegram.<chat_id> ([Names.TelegramSubject]).
+func TelegramSubject(chatID int64) string { return DefaultNames().TelegramSubject(chatID) }
 
 // ParseTelegramSubject returns the chat id of a subject made by
-// [TelegramSubject], or of a Telegram dead letter.
+// [TelegramSubject], or of a Telegram dead letter
+// ([Names.ParseTelegramSubject]).
 func ParseTelegramSubject(subject string) (int64, error) {
-	rest, ok := strings.CutPrefix(subject, telegramPrefix)
-	if !ok {
-		if ch, _, r, err := ParseDeadLetterSubject(subject); err == nil && ch == "telegram" {
-			rest, ok = r, true
-		}
-	}
-	if !ok {
-		return 0, fmt.Errorf("subject %q is not a telegram notification subject", subject)
-	}
-	id, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || id == 0 {
-		return 0, fmt.Errorf("subject %q does not end in a chat id", subject)
-	}
-	return id, nil
+	return DefaultNames().ParseTelegramSubject(subject)
 }
 
 // ChatDeadKey returns the [BucketChats] key that marks chatID as dead.

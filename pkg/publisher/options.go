@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -45,6 +46,11 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Names are the names of the streams and subjects to publish to
+	// (jetstream.NewNames of the declaration's subject prefix). Default
+	// jetstream.DefaultNames(): stream NOTIFY, subjects
+	// notify.<channel>.<recipient>.
+	Names jetstream.Names
 
 	// BatchSize is the most rows read in one query. Default 256.
 	BatchSize int
@@ -92,7 +98,7 @@ type Options struct {
 	// Prepare makes sure the streams exist before the first publish, and
 	// again after NOTIFY stopped answering (deleted, say). An error that is
 	// a *jetstream.ConflictError stops Run; any other is retried with
-	// backoff. Default: create NOTIFY and NOTIFY_DEAD as
+	// backoff. Default: create the streams of Names as
 	// jetstream.DefaultSettings() declares them where they are missing,
 	// changing nothing that exists (jetstream.Ensure). The daemon passes
 	// its declaration, reports drift, and may only wait (-provision=false).
@@ -115,6 +121,7 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.Names = o.Names.OrDefault()
 	setDefault(&o.BatchSize, DefaultBatchSize)
 	setDefault(&o.MaxInFlight, DefaultMaxInFlight)
 	setDefault(&o.PollInterval, DefaultPollInterval)

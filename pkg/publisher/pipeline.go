@@ -314,7 +314,7 @@ func (r *round) publish(in <-chan []outbox.Row, out chan<- *batch) {
 			if b.err = r.publishable(row); b.err != nil || r.stopped() {
 				break
 			}
-			msg := jetstream.Msg(jetstream.Subject(string(row.Channel), row.Recipient), row.Key, row.CreatedAt, notify.PayloadContentType, row.Payload)
+			msg := jetstream.Msg(p.opts.Names.Subject(string(row.Channel), row.Recipient), row.Key, row.CreatedAt, notify.PayloadContentType, row.Payload)
 			msg.Reply = reply + strconv.Itoa(i)
 			if err := p.nc.PublishMsg(msg); err != nil {
 				b.err = fmt.Errorf("publishing row %d (key %q): %w", row.ID, row.Key, err)

@@ -168,7 +168,7 @@ func (r *round) sendRows(b *fastBatch, rows []outbox.Row, commit bool) (int, err
 		case seq == 1:
 			op = fastOpStart
 		}
-		subject := jetstream.Subject(string(row.Channel), row.Recipient)
+		subject := p.opts.Names.Subject(string(row.Channel), row.Recipient)
 		if err := p.nc.PublishMsg(r.msg.set(row, subject, b.reply(seq, op))); err != nil {
 			return i, fmt.Errorf("publishing row %d (key %q): %w", row.ID, row.Key, err)
 		}

@@ -96,7 +96,9 @@ func Open(ctx context.Context, path string, nc *nats.Conn, opts Options) (*Publi
 	}
 	cpDB.SetMaxOpenConns(1)
 	if opts.Prepare == nil {
-		streams := jetstream.Declare(jetstream.DefaultSettings()).ForPublisher()
+		decl := jetstream.DefaultSettings()
+		decl.Prefix = opts.Names.Prefix
+		streams := jetstream.Declare(decl).ForPublisher()
 		opts.Prepare = func(ctx context.Context) error {
 			_, err := jetstream.Ensure(ctx, js, streams)
 			return err
@@ -311,7 +313,7 @@ func (p *Publisher) drain(ctx context.Context) error {
 		if res.marked > 0 {
 			recovered()
 			if batched && p.batchRefused.Swap(0) != 0 {
-				p.log.Info("NOTIFY accepts fast-ingest batches again; publishing in batches")
+				p.log.Info("NOTIFY accepts fast-ingest batches again; publishing in batches", "stream", p.opts.Names.Stream)
 			}
 		}
 		switch {
@@ -323,7 +325,7 @@ func (p *Publisher) drain(ctx context.Context) error {
 			if p.batchRefused.Swap(p.opts.Now().UnixNano()) == 0 {
 				p.log.Warn("NOTIFY does not accept fast-ingest batches; publishing message by message, "+
 					"which a stream leader change can reorder (counted in tgnotify_publisher_reordered_total). "+
-					"Run tgnotify provision to enable allow_batched (nats-server 2.14 or later)", "err", res.err)
+					"Run tgnotify provision to enable allow_batched (nats-server 2.14 or later)", "stream", p.opts.Names.Stream, "err", res.err)
 			}
 			continue
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/tgnotify/tgnotify/pkg/channel/sms"
 	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 	"github.com/tgnotify/tgnotify/pkg/publisher"
 	"github.com/tgnotify/tgnotify/pkg/twilio"
@@ -122,7 +123,7 @@ func start(t *testing.T, o options) *pipeline {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 2)
 	go func() { done <- pub.Run(runCtx) }()
-	go func() { done <- shop.NewEvents(s.svc, s.JS, s.Log).Run(runCtx) }()
+	go func() { done <- shop.NewEvents(s.svc, s.JS, jetstream.DefaultNames(), s.Log).Run(runCtx) }()
 	t.Cleanup(func() {
 		stop()
 		for range 2 {
