@@ -203,11 +203,15 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	pctx, cancel := context.WithTimeout(ctx, s.Engine.RequestTimeout)
 	err = ch.Probe(pctx)
 	cancel()
+	var limited *delivery.RateLimitedError
 	switch {
 	case err == nil:
 		log.Info("the provider accepts the credentials", "channel", spec.Channel)
 	case spec.Fatal != nil && spec.Fatal(err):
 		return fmt.Errorf("%s rejected the credentials: %w", spec.Channel, err)
+	case errors.As(err, &limited):
+		// An announced pause: kept before the first request (below).
+		log.Warn("the provider rate-limits the bot now; starting paused", "retry_after", limited.RetryAfter, "err", err)
 	default:
 		log.Warn("cannot check the credentials now; starting anyway", "err", err)
 	}
@@ -242,6 +246,9 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	w, err := delivery.New(s.Engine, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: log, Registry: reg})
 	if err != nil {
 		return daemon.UsageError{Err: err}
+	}
+	if limited != nil {
+		w.PauseUntil(limited.At.Add(limited.RetryAfter), "429 at start-up: "+limited.Error())
 	}
 
 	runCtx, stop := context.WithCancel(ctx)

@@ -206,3 +206,31 @@ func (e *NotAdmittedError) Error() string {
 	}
 	return fmt.Sprintf("request not admitted: %s until %s", e.Reason, e.Until.Format(time.RFC3339Nano))
 }
+
+// RateLimitedError is what a channel's Probe returns when the provider
+// answered with a rate limit (a 429): an announced pause the worker must keep
+// before its first request ([Worker.PauseUntil]). Found by the long chaos
+// run: a worker restarted during a MAX (and an SMS) pause probed, was told
+// to wait, started anyway and sent inside the pause.
+type RateLimitedError struct {
+	// RetryAfter is how long the provider asked to send nothing, from At.
+	RetryAfter time.Duration
+	// At is when the answer was read.
+	At  time.Time
+	Err error
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("rate limited for %v: %v", e.RetryAfter, e.Err)
+}
+
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// ProbeError returns err as a *RateLimitedError when o, the outcome a
+// channel's classifier gives a failed probe, is a rate limit; otherwise err.
+func ProbeError(err error, o Outcome, at time.Time) error {
+	if err == nil || o.Kind != RetryAfter {
+		return err
+	}
+	return &RateLimitedError{RetryAfter: o.Delay, At: at, Err: err}
+}

@@ -226,6 +226,16 @@ func (w *Worker) parkGrace() time.Duration { return w.cfg.AckWait + 10*time.Seco
 // the worker's connection to NATS is down.
 var ErrNotConnected = errors.New("not connected to NATS")
 
+// PauseUntil makes the worker send nothing before until, as after a 429 of
+// its own, and writes the pause to the shared state for the other workers:
+// the daemon calls it when its start-up probe was answered with a rate
+// limit (RateLimitedError).
+func (w *Worker) PauseUntil(until time.Time, reason string) {
+	p := pause{Until: until, Reason: reason}
+	w.adm.extendPause(p)
+	w.persist.pause(p)
+}
+
 // Ready reports whether the worker is consuming and allowed to send: false
 // while it starts, after the provider rejected the credentials, or when it
 // stopped.

@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -168,4 +169,24 @@ func TestRateLimitPausesEverySend(t *testing.T) {
 	if s := w.Stats(); s.Retries.Level1 != 0 {
 		t.Fatalf("worker stats %+v: want no retry charged for a 429", s)
 	}
+}
+
+// A worker paused at start (its probe was answered with a 429) sends
+// nothing before the pause ends, and writes it for the other workers.
+func TestPauseUntilHoldsTheFirstSend(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
+	until := time.Now().Add(2 * time.Second)
+	w.PauseUntil(until, "429 at start-up")
+	env.Publish(note("order:1:accepted", 100, "after the pause"))
+	waitDelivered(t, env, 1)
+	if sent := env.Emu.ChatMessages(100)[0].Time; sent.Before(until) {
+		t.Fatalf("sent at %v, before the pause ended at %v", sent, until)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		_, err := w.Resources.Chats.Get(context.Background(), "pause.bot")
+		return err == nil
+	}, "the pause written to the shared state")
 }

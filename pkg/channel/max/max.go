@@ -228,7 +228,7 @@ func Buttons(rows [][]notify.Button) [][]maxapi.LinkButton {
 // /me.
 func (c *Channel) Probe(ctx context.Context) error {
 	_, err := c.api.GetMe(ctx)
-	return err
+	return delivery.ProbeError(err, c.Classify(nil, err), time.Now())
 }
 
 // Classify maps the result of one POST /messages to the engine's outcome,

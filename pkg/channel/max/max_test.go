@@ -349,3 +349,19 @@ func TestCanceled(t *testing.T) {
 		t.Errorf("outcome %+v, want canceled before anything was sent", o)
 	}
 }
+
+// A probe answered with a 429 says how long to wait, so that the worker
+// starts paused instead of sending inside the pause (found by the long
+// chaos run: a max-worker restarted in a pause sent at once).
+func TestProbeInAPauseIsRateLimited(t *testing.T) {
+	b := setup(t, emulator.Config{}, maxchannel.Config{})
+	if err := b.ch.Probe(context.Background()); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	pause(3)(t, b.emu)
+	err := b.ch.Probe(context.Background())
+	var limited *delivery.RateLimitedError
+	if !errors.As(err, &limited) || limited.RetryAfter != 3*time.Second || limited.At.IsZero() {
+		t.Fatalf("probe in a pause: %v, want a RateLimitedError of 3s", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -215,7 +216,7 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 func (c *Channel) Probe(ctx context.Context) error {
 	a, err := c.api.FetchAccount(ctx)
 	if err != nil {
-		return err
+		return delivery.ProbeError(err, Classify(nil, err), time.Now())
 	}
 	if !a.Active() {
 		return fmt.Errorf("twilio account is %s", a.Status)

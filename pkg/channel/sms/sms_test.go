@@ -387,3 +387,19 @@ func TestButtonAndBody(t *testing.T) {
 		t.Errorf("emulator received %q, want the SMS body as written and the link", m.Body)
 	}
 }
+
+// A probe answered with a 429 says how long to wait, so that the worker
+// starts paused instead of sending inside the pause (found by the long
+// chaos run: an sms-worker restarted in a pause sent at once).
+func TestProbeInAPauseIsRateLimited(t *testing.T) {
+	b := setup(t, sms.Config{}, emulator.Config{})
+	if err := b.ch.Probe(context.Background()); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	_ = b.emu.OpenPause(4 * time.Second)
+	err := b.ch.Probe(context.Background())
+	var limited *delivery.RateLimitedError
+	if !errors.As(err, &limited) || limited.RetryAfter != 4*time.Second || limited.At.IsZero() {
+		t.Fatalf("probe in a pause: %v, want a RateLimitedError of 4s", err)
+	}
+}

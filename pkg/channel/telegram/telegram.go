@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -216,7 +217,7 @@ func LinkPreview(p notify.LinkPreview) *botapi.LinkPreviewOptions {
 // Probe checks the bot token with getMe.
 func (c *Channel) Probe(ctx context.Context) error {
 	_, err := c.api.GetMe(ctx)
-	return err
+	return delivery.ProbeError(err, Classify(nil, err), time.Now())
 }
 
 // Classify maps the result of one sendMessage call to the engine's outcome,
