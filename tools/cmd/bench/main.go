@@ -64,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "`directory` of the binaries make build builds")
 	fs.StringVar(&cfg.WorkDir, "work", cfg.WorkDir, "scratch `directory` (emptied first): stores, databases, logs")
 	fs.StringVar(&cfg.NATSConfig, "nats-config", cfg.NATSConfig, "production nats-server configuration `file` the servers start from")
+	fs.StringVar(&cfg.DeadLettersScript, "dead-letters-script", cfg.DeadLettersScript, "`file` scripts/dead-letters.sh, the reference of scenario 9")
 	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "runs of each scenario (at least 3)")
 	fs.IntVar(&cfg.TelegramRuns, "telegram-runs", cfg.TelegramRuns, "runs of scenario 4, bound by Telegram's 30 msg/s (at least 3)")
 	fs.IntVar(&cfg.SyncRuns, "sync-runs", cfg.SyncRuns, "runs of the rows on an fsync-always server (at least 3)")
@@ -83,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.EndToEndRate, "end-to-end-rate", cfg.EndToEndRate, "orders per second the shop places in scenario 8")
 	fs.DurationVar(&cfg.EndToEndDuration, "end-to-end-duration", cfg.EndToEndDuration, "how long the shop places them in scenario 8 (whole seconds)")
 	fs.IntVar(&cfg.EndToEndChats, "end-to-end-chats", cfg.EndToEndChats, "chats the orders of scenario 8 go to, round robin")
+	fs.IntVar(&cfg.DLQLetters, "dlq-letters", cfg.DLQLetters, "dead letters tgnotify dlq list lists in scenario 9")
+	fs.IntVar(&cfg.DLQScriptLetters, "dlq-script-letters", cfg.DLQScriptLetters, "of them, how many scripts/dead-letters.sh list lists in scenario 9 (one nats call each)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: bench [flags]
 
@@ -110,7 +113,7 @@ hour on a two-core machine; make bench runs it after make build.
 		return write(rep, *out, *plots, stdout)
 	}
 	if *smoke {
-		cfg = bench.Smoke(cfg.BinDir, cfg.WorkDir, cfg.NATSConfig)
+		cfg = bench.Smoke(cfg.BinDir, cfg.WorkDir, cfg.NATSConfig, cfg.DeadLettersScript)
 		*out = filepath.Join(cfg.WorkDir, "BENCHMARKS.md")
 		*plots = filepath.Join(cfg.WorkDir, "plots")
 		*results = filepath.Join(cfg.WorkDir, "results.json")

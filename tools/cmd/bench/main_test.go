@@ -18,7 +18,7 @@ func TestRunRejectsBadCommandLines(t *testing.T) {
 	}{
 		{"too few runs", []string{"-runs", "2"}, "at least 3"},
 		{"too few telegram runs", []string{"-telegram-runs", "1"}, "at least 3"},
-		{"unknown scenario", []string{"-only", "1,9"}, `unknown scenario "9"`},
+		{"unknown scenario", []string{"-only", "1,10"}, `unknown scenario "10"`},
 		{"report inside the work directory", []string{"-work", work, "-out", filepath.Join(work, "B.md")}, "inside the work directory"},
 		{"plots are the work directory", []string{"-work", work, "-plots", work}, "inside the work directory"},
 		{"zero size", []string{"-drain-rows", "0"}, "DrainRows"},

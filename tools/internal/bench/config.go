@@ -10,13 +10,13 @@ import (
 )
 
 // Scenarios lists the scenario groups [Run] knows, in the order it runs them.
-var Scenarios = []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+var Scenarios = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"}
 
 // Config is what the suite runs and how big each scenario is. Start from
 // [Defaults] (the sizes issue 7 names) or [Smoke] (tiny sizes for a test).
 type Config struct {
-	// BinDir holds the binaries `make build` builds: nats-server,
-	// publisher, telegram-worker.
+	// BinDir holds the binaries `make build` builds: nats-server, the nats
+	// CLI, publisher, telegram-worker, tgnotify.
 	BinDir string
 	// WorkDir is scratch space: databases, the JetStream store, process
 	// logs. It is emptied at the start.
@@ -26,7 +26,10 @@ type Config struct {
 	// addresses and store directory replaced, and sync_interval as each
 	// scenario says.
 	NATSConfig string
-	// Only selects scenario groups ("1".."8"); empty runs all.
+	// DeadLettersScript is scripts/dead-letters.sh, the reference of
+	// scenario 9.
+	DeadLettersScript string
+	// Only selects scenario groups ("1".."9"); empty runs all.
 	Only []string
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer `json:"-"`
@@ -77,15 +80,20 @@ type Config struct {
 	// EndToEndDuration, round robin over EndToEndChats chats.
 	EndToEndRate, EndToEndChats int
 	EndToEndDuration            time.Duration
+	// DLQLetters is how many dead letters scenario 9 lists with tgnotify
+	// dlq list; DLQScriptLetters how many of them the script lists (it
+	// reads one per nats CLI call).
+	DLQLetters, DLQScriptLetters int
 }
 
 // Defaults returns the full suite of issue 7, sized to take about a quarter
 // of an hour on a two-core machine.
 func Defaults() Config {
 	return Config{
-		BinDir:     "bin",
-		WorkDir:    ".bench",
-		NATSConfig: "configs/nats-server.conf",
+		BinDir:            "bin",
+		WorkDir:           ".bench",
+		NATSConfig:        "configs/nats-server.conf",
+		DeadLettersScript: "scripts/dead-letters.sh",
 
 		Runs:         5,
 		TelegramRuns: 3,
@@ -100,15 +108,16 @@ func Defaults() Config {
 		MemoryPending: 100_000, MemoryChats: 50_000, MemoryObserve: 12 * time.Second,
 		FailoverRuns: 3, FailoverRate: 20, FailoverWarmup: 5 * time.Second, FailoverWindow: 15 * time.Second,
 		EndToEndRate: 1000, EndToEndChats: 10_000, EndToEndDuration: time.Minute,
+		DLQLetters: 20_000, DLQScriptLetters: 300,
 	}
 }
 
 // Smoke returns a configuration that runs every scenario end to end at tiny
 // sizes, one run each, in seconds: a test that keeps the suite from rotting.
 // Its figures mean nothing.
-func Smoke(binDir, workDir, natsConfig string) Config {
+func Smoke(binDir, workDir, natsConfig, deadLettersScript string) Config {
 	return Config{
-		BinDir: binDir, WorkDir: workDir, NATSConfig: natsConfig,
+		BinDir: binDir, WorkDir: workDir, NATSConfig: natsConfig, DeadLettersScript: deadLettersScript,
 
 		Runs: 1, TelegramRuns: 1, SyncRuns: 1,
 
@@ -121,14 +130,15 @@ func Smoke(binDir, workDir, natsConfig string) Config {
 		MemoryPending: 600, MemoryChats: 300, MemoryObserve: 500 * time.Millisecond,
 		FailoverRuns: 1, FailoverRate: 10, FailoverWarmup: time.Second, FailoverWindow: 3 * time.Second,
 		EndToEndRate: 100, EndToEndChats: 50, EndToEndDuration: time.Second,
+		DLQLetters: 40, DLQScriptLetters: 5,
 	}
 }
 
 // Validate reports the first setting that cannot work, naming it.
 func (c Config) Validate() error {
 	var errs []error
-	if c.BinDir == "" || c.WorkDir == "" || c.NATSConfig == "" {
-		errs = append(errs, errors.New("BinDir, WorkDir and NATSConfig are required"))
+	if c.BinDir == "" || c.WorkDir == "" || c.NATSConfig == "" || c.DeadLettersScript == "" {
+		errs = append(errs, errors.New("BinDir, WorkDir, NATSConfig and DeadLettersScript are required"))
 	}
 	for _, s := range c.Only {
 		if !slices.Contains(Scenarios, s) {
@@ -148,6 +158,7 @@ func (c Config) Validate() error {
 		{"CeilingMessages", c.CeilingMessages}, {"CeilingInFlight", c.CeilingInFlight}, {"CeilingSyncMessages", c.CeilingSyncMessages},
 		{"MemoryPending", c.MemoryPending}, {"MemoryChats", c.MemoryChats}, {"FailoverRuns", c.FailoverRuns},
 		{"EndToEndRate", c.EndToEndRate}, {"EndToEndChats", c.EndToEndChats},
+		{"DLQLetters", c.DLQLetters}, {"DLQScriptLetters", c.DLQScriptLetters},
 	} {
 		if p.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", p.name, p.v))

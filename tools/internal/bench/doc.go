@@ -27,12 +27,19 @@
 //     NOTIFY's leader node in a three-node cluster and a step-down of that
 //     leader, against the same measured without the fault earlier in the
 //     run; and the commit → delivery p99 during each.
+//  8. End to end: the whole pipeline at Telegram's paid-broadcast rate on
+//     an fsync-always server, the rate it keeps and commit → delivery.
+//  9. Dead letters listed per second: `tgnotify dlq list` over 20,000
+//     dead letters in NOTIFY_DEAD against `scripts/dead-letters.sh list`
+//     (one nats CLI call per letter) on the same stream, stopped after its
+//     first few hundred lines; the goal is on our absolute rate.
 //
-// The system runs as it is deployed: nats-server, the publisher and the
-// telegram worker are the binaries `make build` puts into ./bin, started and
-// stopped through internal/procs. The Bot API emulator runs inside the
-// benchmark process (pkg/botapi/emulator): it is the measuring instrument,
-// recording every delivered message with a nanosecond timestamp. Scenarios
+// The system runs as it is deployed: nats-server, the publisher, the
+// telegram worker and the tgnotify CLI are the binaries `make build` puts
+// into ./bin, started and stopped through internal/procs. The Bot API
+// emulator runs inside the benchmark process (pkg/botapi/emulator): it is
+// the measuring instrument, recording every delivered message with a
+// nanosecond timestamp. Scenarios
 // that measure a library (the shop's PlaceOrder, pkg/publisher against raw
 // publishing, the publisher's PubAck hook) run it in-process against the
 // nats-server process.

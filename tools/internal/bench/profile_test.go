@@ -34,7 +34,8 @@ import (
 func profileRunner(tb testing.TB) *runner {
 	tb.Helper()
 	bin := binDir(tb)
-	cfg := Smoke(bin, tb.TempDir(), filepath.Join("..", "..", "..", "configs", "nats-server.conf"))
+	root := filepath.Join("..", "..", "..")
+	cfg := Smoke(bin, tb.TempDir(), filepath.Join(root, "configs", "nats-server.conf"), filepath.Join(root, "scripts", "dead-letters.sh"))
 	return &runner{cfg: cfg, progress: testWriter{tb}, report: &Report{}}
 }
 

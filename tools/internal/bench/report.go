@@ -51,7 +51,7 @@ func (rep *Report) Markdown(o MarkdownOptions) string {
 	for _, r := range rep.Results {
 		ou, rs, xs := r.OursSummary(), r.ReferenceSummary(), r.RatioSummary()
 		ratioCell := fmtSummary(xs, "×")
-		if r.GoalOnOurs {
+		if r.GoalOnOurs && !r.ShowRatio {
 			ratioCell = "—"
 		}
 		w("| %s | %s | %s<br>%s | %s<br>%s | %s | %s | %s | %d |\n",
@@ -65,7 +65,7 @@ func (rep *Report) Markdown(o MarkdownOptions) string {
 	w("| CPU | %s |\n| cores | %d |\n| memory | %d MiB |\n| Go | %s |\n| kernel | %s |\n", m.CPU, m.Cores, m.MemoryMiB, m.Go, m.Kernel)
 	w("| date | %s |\n", m.Date.UTC().Format(time.RFC3339))
 	w("| load average (1/5/15 min) at start | %s |\n| load average at end | %s |\n", m.LoadBefore, m.LoadAfter)
-	for _, b := range []string{"nats-server", "nats", "publisher", "telegram-worker"} {
+	for _, b := range measuredBinaries {
 		if v, ok := rep.Versions[b]; ok {
 			w("| `bin/%s` version | %s |\n", b, oneLine(v))
 		}
@@ -106,9 +106,12 @@ func (r *Result) markdown(b *strings.Builder) {
 	w("%s\n\n", r.Method)
 	w("Result: %s. Ours: %s (%s). Reference: %s (%s).", r.verdict(), fmtSummary(r.OursSummary(), r.Unit), r.Ours,
 		fmtSummary(r.ReferenceSummary(), r.RefUnit), r.Reference)
-	if !r.GoalOnOurs {
+	switch {
+	case !r.GoalOnOurs:
 		w(" Ratio: %s; goal %s.", fmtSummary(r.RatioSummary(), "×"), r.Goal.Text)
-	} else {
+	case r.ShowRatio:
+		w(" Ratio: %s. Goal (on ours): %s.", fmtSummary(r.RatioSummary(), "×"), r.Goal.Text)
+	default:
 		w(" Goal: %s.", r.Goal.Text)
 	}
 	w(" Took %s; load average at its start %s", r.Elapsed.Round(time.Second), r.Load)
@@ -178,7 +181,7 @@ func (r *Result) verdict() string {
 // describeRun is one progress line for a run.
 func (r *Result) describeRun(f RunFigures) string {
 	s := fmt.Sprintf("ours %s %s, reference %s %s", fmtNum(f.Ours), r.Unit, fmtNum(f.Reference), r.RefUnit)
-	if !r.GoalOnOurs {
+	if !r.GoalOnOurs || r.ShowRatio {
 		s += ", ratio " + fmtRatio(f.Ratio)
 	}
 	return s

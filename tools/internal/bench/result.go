@@ -111,6 +111,9 @@ type Result struct {
 	// figure with GoalOnOurs (a count that must be zero has no ratio).
 	Goal       Goal
 	GoalOnOurs bool
+	// ShowRatio reports the ratio of a GoalOnOurs row all the same: a
+	// comparison beside the goal, not judged.
+	ShowRatio bool `json:",omitempty"`
 	// Checks must hold in every run.
 	Checks []Check
 	// Runs are the measured runs, in order.

@@ -20,7 +20,8 @@ import (
 func TestSmoke(t *testing.T) {
 	bin := builtbin.Dir(t)
 	dir := t.TempDir()
-	cfg := bench.Smoke(bin, filepath.Join(dir, "work"), filepath.Join("..", "..", "..", "configs", "nats-server.conf"))
+	root := filepath.Join("..", "..", "..")
+	cfg := bench.Smoke(bin, filepath.Join(dir, "work"), filepath.Join(root, "configs", "nats-server.conf"), filepath.Join(root, "scripts", "dead-letters.sh"))
 	var progress strings.Builder
 	cfg.Progress = &progress
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -30,7 +31,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())
 	}
-	wantIDs := []string{"1", "2", "2a", "2b", "2′", "3a", "3a′", "3b", "4a", "4b", "4c", "4d", "5", "5′", "6", "7a", "7a′", "7b", "7b′", "7c", "7c′", "8a", "8b"}
+	wantIDs := []string{"1", "2", "2a", "2b", "2′", "3a", "3a′", "3b", "4a", "4b", "4c", "4d", "5", "5′", "6", "7a", "7a′", "7b", "7b′", "7c", "7c′", "8a", "8b", "9"}
 	var got []string
 	for _, r := range rep.Results {
 		got = append(got, r.ID)

@@ -73,6 +73,10 @@ func Merge(prev, rep *Report) *Report {
 	return &out
 }
 
+// measuredBinaries are the binaries of ./bin the suite runs, whose versions
+// the report gives.
+var measuredBinaries = []string{"nats-server", "nats", "publisher", "telegram-worker", "tgnotify"}
+
 // runner carries the state of one suite run.
 type runner struct {
 	cfg      Config
@@ -89,13 +93,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("benchmark configuration: %w", err)
 	}
-	for _, b := range []string{"nats-server", "nats", "publisher", "telegram-worker"} {
+	for _, b := range measuredBinaries {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("benchmark needs %s (run make build): %w", filepath.Join(cfg.BinDir, b), err)
 		}
 	}
 	if _, err := os.Stat(cfg.NATSConfig); err != nil {
 		return nil, fmt.Errorf("benchmark needs the nats-server configuration: %w", err)
+	}
+	if _, err := os.Stat(cfg.DeadLettersScript); err != nil {
+		return nil, fmt.Errorf("benchmark needs scripts/dead-letters.sh: %w", err)
 	}
 	if err := os.RemoveAll(cfg.WorkDir); err != nil {
 		return nil, fmt.Errorf("emptying the work directory: %w", err)
@@ -109,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	start := time.Now()
 	r := &runner{cfg: cfg, progress: progress, report: &Report{Machine: DescribeMachine(start), Config: cfg, Versions: map[string]string{}}}
-	for _, b := range []string{"nats-server", "nats", "publisher", "telegram-worker"} {
+	for _, b := range measuredBinaries {
 		r.report.Versions[b] = binaryVersion(ctx, r.bin(b))
 	}
 	for _, g := range []struct {
@@ -124,6 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"6", r.memory},
 		{"7", r.failover},
 		{"8", r.endToEnd},
+		{"9", r.deadLetters},
 	} {
 		if !cfg.selected(g.id) {
 			continue
