@@ -33,24 +33,25 @@ const (
 // changes the dispatcher's state is reported in the result.
 func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	now := w.now()
-	sent, rec, err := w.store.isDelivered(ctx, j.n.Key)
+	remembered, e, err := w.store.lookup(ctx, j.n.Key)
 	if err != nil {
 		w.log.Warn("cannot read the delivery record; retrying later", "key", j.n.Key, "err", err)
 		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
 	}
-	if sent {
-		// Delivered before, on this channel or another one of the route (a
-		// redelivery, a republish, a replay, or a fallback copy that lost
-		// the race to a late success): never twice.
-		w.ack(ctx, j)
-		if rec != nil {
-			w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt)
+	switch {
+	case remembered:
+		return w.alreadyDelivered(ctx, j, nil, now)
+	case e != nil && e.state() == StateCancelled:
+		return w.cancelled(ctx, j, e.rec, now)
+	case e != nil && e.state() == StateDelivered:
+		var rec *DeliveryRecord
+		if !e.corrupt {
+			rec = &e.rec
 		}
-		w.m.alreadyDelivered.Inc()
-		w.stats.already.Add(1)
-		w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)
-		return result{job: j, disp: moveOn, at: now}
+		return w.alreadyDelivered(ctx, j, rec, now)
 	}
+	// A send claim left by an attempt that died mid-send: sent again, as
+	// before claims existed (the crash window of delivered).
 	if wait := w.settleRedelivery(j, now); wait > 0 {
 		return result{job: j, disp: retryHere, at: now, delay: wait}
 	}
@@ -79,8 +80,27 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		return w.giveUp(ctx, j, target, letter{reason: ReasonFallbackTimeout, attempts: prior,
 			description: fmt.Sprintf("not delivered on %s within %v", w.name, dl.Sub(j.since).Round(time.Second))}, true)
 	}
+	// The send claim: from here a cancel is too late, until the claim is
+	// released after an attempt that cannot have delivered.
+	c, err := w.store.claim(ctx, j.n.Key, target, j.seq)
+	switch {
+	case err != nil:
+		w.log.Warn("cannot claim the notification for a send; retrying later", "key", j.n.Key, "err", err)
+		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+	case c.found != nil && c.found.state() == StateCancelled:
+		return w.cancelled(ctx, j, c.found.rec, now)
+	case c.found != nil:
+		return w.alreadyDelivered(ctx, j, &c.found.rec, now)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			w.store.release(ctx, j.n.Key, c.rev)
+		}
+	}()
 	for hop := 0; ; hop++ {
 		o, t, refused, start, end := w.send(ctx, j, target, prior+1)
+		keep = o.Kind == Delivered || o.MaybeDelivered
 		switch o.Kind {
 		case Delivered, Transient, Rejected, RecipientDead, Redirect, Halt, RetryAfter:
 			w.m.sendSeconds.Observe(end.Sub(start).Seconds())
@@ -107,7 +127,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		called := result{job: j, at: end, called: true}
 		switch o.Kind {
 		case Delivered:
-			w.delivered(ctx, j, o, target, end)
+			w.delivered(ctx, j, o, target, end, c.rev)
 			w.aliveAfterSend(ctx, j, target, start, end)
 			called.disp = moveOn
 			return called
@@ -171,6 +191,20 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 			return w.transient(ctx, j, o, end, prior)
 		}
 	}
+}
+
+// alreadyDelivered acks a job delivered before, on this channel or another
+// one of the route (a redelivery, a republish, a replay, or a fallback copy
+// that lost the race to a late success): never twice.
+func (w *Worker) alreadyDelivered(ctx context.Context, j *job, rec *DeliveryRecord, now time.Time) result {
+	w.ack(ctx, j)
+	if rec != nil {
+		w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt)
+	}
+	w.m.alreadyDelivered.Inc()
+	w.stats.already.Add(1)
+	w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)
+	return result{job: j, disp: moveOn, at: now}
 }
 
 // settleRedelivery says how long a redelivered message without a delivery
@@ -401,7 +435,7 @@ func (w *Worker) recipientDied(ctx context.Context, j *job, target string, o Out
 // (its lane waits): the record is what stops every other worker — the
 // standby pinned after a NATS restart, this one after a crash — from
 // sending it again; this process's memory protects only itself.
-func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string, at time.Time) {
+func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string, at time.Time, claim uint64) {
 	w.m.sent.Inc()
 	w.stats.sent.Add(1)
 	w.stats.window.add(at, true)
@@ -409,7 +443,7 @@ func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string
 		w.m.deliverySeconds.Observe(at.Sub(j.n.CreatedAt).Seconds())
 	}
 	rec := DeliveryRecord{Key: j.n.Key, Channel: w.name, Recipient: target, ProviderID: o.ProviderID, DeliveredAt: at, StreamSeq: j.seq}
-	record := func() error { return w.store.record(ctx, rec) }
+	record := func() error { return w.store.record(ctx, rec, claim) }
 	if err := retryTimes(ctx, 3, 100*time.Millisecond, record); err != nil {
 		w.m.recordErrors.Inc()
 		w.log.Error("sent, but the delivery record cannot be written yet; retrying until JetStream answers", "key", j.n.Key, "err", err)

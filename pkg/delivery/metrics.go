@@ -9,6 +9,8 @@ import (
 type metrics struct {
 	sent                   prometheus.Counter
 	alreadyDelivered       prometheus.Counter
+	cancelled              prometheus.Counter
+	scheduled              prometheus.Counter
 	failures               *prometheus.CounterVec
 	rateLimited            prometheus.Counter
 	dead                   *prometheus.CounterVec
@@ -51,6 +53,10 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Notifications the provider accepted."}),
 		alreadyDelivered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "already_delivered_total",
 			Help: "Redelivered or replayed notifications acked without calling Telegram because their delivery record exists."}),
+		cancelled: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "cancelled_total",
+			Help: "Notifications acked without sending because a cancel mark was found (tgnotify cancel, outbox cancel of a published row)."}),
+		scheduled: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "scheduled_naks_total",
+			Help: "Messages handed back to the stream because their not_before had not come (re-handed back every hour while it is far)."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "failures_total",
 			Help: "Failed requests by class (server, network, timeout, blocked, content, ...)."}, []string{"class"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
@@ -114,7 +120,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "record_errors_total",
 			Help: "Delivery records or acks that could not be written after a successful send (duplicate risk if the worker also dies)."}),
 	}
-	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.failures, m.rateLimited, m.dead, m.retries,
+	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
 		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors} {

@@ -45,7 +45,8 @@ type store struct {
 
 // DeliveryRecord is what the worker keeps, per idempotency key, once a
 // provider accepted a message: the proof of delivery support staff can look
-// up.
+// up. The same bucket holds, under the same key, a worker's send claim and
+// a cancel mark (State; cancel.go).
 type DeliveryRecord struct {
 	Key         string    `json:"key"`
 	Channel     string    `json:"channel"`
@@ -53,6 +54,15 @@ type DeliveryRecord struct {
 	ProviderID  string    `json:"provider_id,omitempty"`
 	DeliveredAt time.Time `json:"delivered_at"`
 	StreamSeq   uint64    `json:"stream_seq"`
+	// State is empty for a delivery record, [StateSending] for a send
+	// claim and [StateCancelled] for a cancel mark.
+	State string `json:"state,omitempty"`
+	// ClaimedAt is when a send claim was written.
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
+	// CancelledAt and CancelledBy say when and by whom a cancel mark was
+	// written.
+	CancelledAt time.Time `json:"cancelled_at,omitzero"`
+	CancelledBy string    `json:"cancelled_by,omitempty"`
 }
 
 // RecordKey maps an idempotency key to its key in notify_delivered and
@@ -80,44 +90,66 @@ func (s *store) remember(key string) {
 	s.next = (s.next + 1) % len(s.ring)
 }
 
-// isDelivered reports whether a notification with this key was already
-// delivered, on any channel, with its record when it was read from the
-// bucket (nil when this process remembered the key).
-func (s *store) isDelivered(ctx context.Context, key string) (bool, *DeliveryRecord, error) {
+// lookup reads what notify_delivered says of a key: remembered is true
+// when this process delivered it recently (no read then); otherwise the
+// entry, nil when there is none.
+func (s *store) lookup(ctx context.Context, key string) (remembered bool, e *entry, err error) {
 	s.mu.Lock()
 	_, ok := s.recent[key]
 	s.mu.Unlock()
 	if ok {
 		return true, nil, nil
 	}
-	e, err := s.delivered.Get(ctx, RecordKey(key))
-	switch {
-	case err == nil:
+	e, err = readEntry(ctx, s.delivered, key)
+	if err == nil && e != nil && e.state() == StateDelivered {
 		s.remember(key)
-		var rec DeliveryRecord
-		if json.Unmarshal(e.Value(), &rec) != nil || rec.Key != key {
-			return true, nil, nil
-		}
-		return true, &rec, nil
-	case errors.Is(err, natsjs.ErrKeyNotFound):
-		return false, nil, nil
-	default:
-		return false, nil, fmt.Errorf("reading delivery record of %q: %w", key, err)
 	}
+	return false, e, err
 }
 
-// record stores the proof of delivery. The key is remembered in memory
-// first, so it counts even when the bucket write fails.
-func (s *store) record(ctx context.Context, r DeliveryRecord) error {
+// isDelivered reports whether a notification with this key needs no more
+// sending: delivered, on any channel, or cancelled. A send claim does not
+// count: the send it announces may have failed.
+func (s *store) isDelivered(ctx context.Context, key string) (bool, error) {
+	remembered, e, err := s.lookup(ctx, key)
+	if err != nil || remembered {
+		return remembered, err
+	}
+	return e != nil && e.state() != StateSending, nil
+}
+
+// record stores the proof of delivery over this attempt's send claim (at
+// its revision, claim > 0). The key is remembered in memory first, so it
+// counts even when the bucket write fails. A claim taken over by another
+// worker in between is overwritten: both sent.
+func (s *store) record(ctx context.Context, r DeliveryRecord, claim uint64) error {
 	s.remember(r.Key)
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
+	if claim > 0 {
+		_, err = s.delivered.Update(ctx, RecordKey(r.Key), b, claim)
+		if err == nil {
+			return nil
+		}
+		if !wrongRevision(err) {
+			return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, jetstream.BucketDelivered, err)
+		}
+		if e, rerr := readEntry(ctx, s.delivered, r.Key); rerr == nil && e != nil && e.state() == StateCancelled {
+			s.log.Error("delivered although a cancel mark was written: the claim was lost", "key", r.Key)
+		}
+	}
 	if _, err := s.delivered.Put(ctx, RecordKey(r.Key), b); err != nil {
 		return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, jetstream.BucketDelivered, err)
 	}
 	return nil
+}
+
+// wrongRevision reports a KV write refused because the entry changed.
+func wrongRevision(err error) bool {
+	var apiErr *natsjs.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // attemptKey is the notify_attempts key of a notification on this
@@ -205,7 +237,7 @@ func (s *store) settled(ctx context.Context, key string) (bool, error) {
 	if key == "" {
 		return false, nil
 	}
-	ok, _, err := s.isDelivered(ctx, key)
+	ok, err := s.isDelivered(ctx, key)
 	if err != nil || ok {
 		return ok, err
 	}

@@ -236,9 +236,15 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 				return out, nil
 			}
 			seq = m.Sequence + 1
-			if _, _, perr := w.parse(m.Subject, m.Header, m.Data); perr != nil {
+			n, _, perr := w.parse(m.Subject, m.Header, m.Data)
+			if perr != nil {
 				// Poison: dead-lettered when it arrives, never sent; nothing
 				// of the recipient waits for it.
+				continue
+			}
+			if n.Scheduled(w.now()) {
+				// Scheduled: handed back until its not_before, and it
+				// holds back nothing of the recipient.
 				continue
 			}
 			done, err := w.store.settled(ctx, m.Header.Get(jetstream.HeaderKey))
