@@ -3,6 +3,7 @@
 //
 //	tgnotify provision [flags]                 create or update the streams, consumers and buckets
 //	tgnotify status [-db PATH] KEY             the whole trail of one notification
+//	tgnotify cancel [-db PATH] KEY             cancel one notification before it is sent
 //	tgnotify dlq list|show|replay|purge ...    dead letters, with filters
 //	tgnotify dlq report ...                    the scheduled dead-letter review
 //	tgnotify chat revive [-channel C] ID       send to a recipient marked dead again
@@ -33,6 +34,10 @@ func main() {
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "tgnotify:", err)
 	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.code)
+	}
 	os.Exit(daemon.ExitCode(err))
 }
 
@@ -54,6 +59,7 @@ func commands() []command {
 	return []command{
 		{name: "provision", summary: "create the missing streams, consumers and buckets, and update what differs from the declaration", run: runProvision},
 		{name: "status", summary: "the whole trail of one notification: outbox row, NOTIFY messages, attempts, delivery, dead letters, events", run: runStatus},
+		{name: "cancel", summary: "cancel one notification before it is sent; says whether it was in time (exit 3: too late)", run: runCancel},
 		{name: "dlq", summary: "dead letters: list, show, replay, purge (filters by channel, reason, recipient, key, time); report (the scheduled review)", run: runDLQ},
 		{name: "chat", summary: "revive a recipient a channel marked dead (chat revive ID)", run: runChat},
 	}
