@@ -34,11 +34,17 @@ func main() {
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "tgnotify:", err)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the exit status for err: a command's own (cancel's 3 for too
+// late), else 0, 1 or 2 as for the daemons.
+func exitCode(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
-		os.Exit(ee.code)
+		return ee.code
 	}
-	os.Exit(daemon.ExitCode(err))
+	return daemon.ExitCode(err)
 }
 
 // streams are the command's outputs and environment.
