@@ -89,7 +89,7 @@ func runCancel(ctx context.Context, s streams, args []string) error {
 		if err != nil {
 			return err
 		}
-		state, err := cancelRow(ctx, db, p.key, now)
+		state, err := cancelRow(ctx, db, p.key)
 		db.Close()
 		switch {
 		case errors.Is(err, outbox.ErrNotFound):
@@ -126,13 +126,13 @@ func runCancel(ctx context.Context, s streams, args []string) error {
 }
 
 // cancelRow cancels the outbox row of key in one immediate transaction.
-func cancelRow(ctx context.Context, db *sql.DB, key string, now time.Time) (outbox.CancelState, error) {
+func cancelRow(ctx context.Context, db *sql.DB, key string) (outbox.CancelState, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback()
-	state, err := outbox.Cancel(ctx, tx, key, now)
+	state, err := outbox.Cancel(ctx, tx, key)
 	if err != nil {
 		return 0, err
 	}

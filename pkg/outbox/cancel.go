@@ -52,7 +52,7 @@ var ErrNotFound = errors.New("no outbox row with this key")
 
 // Cancel cancels the notification with this idempotency key, in the
 // caller's transaction (or on a connection or pool): it sets the row's
-// cancelled_at, which is all an application in another language needs to
+// cancelled_at to the current time, which is all an application in another language needs to
 // do too (docs/INTEGRATING.md). It takes no NATS connection.
 //
 //   - A pending row is never published afterwards: CancelledPending. The
@@ -71,7 +71,8 @@ var ErrNotFound = errors.New("no outbox row with this key")
 //
 // A key the outbox does not hold returns [ErrNotFound]; a row cancelled
 // before returns AlreadyCancelled and changes nothing.
-func Cancel(ctx context.Context, db Querier, key string, now time.Time) (CancelState, error) {
+func Cancel(ctx context.Context, db Querier, key string) (CancelState, error) {
+	now := time.Now()
 	if db == nil {
 		return 0, errors.New("cancelling notification: database is nil")
 	}

@@ -26,7 +26,7 @@ func TestCancelledRows(t *testing.T) {
 	e.enqueue(t, 0, 5, 2, 5)
 	cancel := func(key string, want outbox.CancelState) {
 		t.Helper()
-		if got, err := outbox.Cancel(ctx, e.app, key, time.Now()); err != nil || got != want {
+		if got, err := outbox.Cancel(ctx, e.app, key); err != nil || got != want {
 			t.Fatalf("Cancel(%s) = %v, %v; want %v", key, got, err, want)
 		}
 	}

@@ -205,7 +205,7 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	if st, err := outbox.Cancel(context.Background(), app, shop.NotificationKeyFor("P1", "accepted"), time.Now()); err != nil || st != outbox.CancelledPublished {
+	if st, err := outbox.Cancel(context.Background(), app, shop.NotificationKeyFor("P1", "accepted")); err != nil || st != outbox.CancelledPublished {
 		t.Fatalf("cancelling P1's row: %v, %v; want published", st, err)
 	}
 	natstest.WaitFor(t, 30*time.Second, func() bool {
