@@ -14,6 +14,11 @@ import (
 // written (a NATS outage) before it tries again.
 const stateRetry = time.Second
 
+// claimWait bounds the wait for the send claim's write. Longer, the
+// notify_delivered bucket is electing a leader (4–9 s on a cluster), and the
+// send goes without a claim rather than wait for it (attempt).
+const claimWait = 2 * time.Second
+
 // maxRedirects bounds how many redirects one attempt follows.
 const maxRedirects = 3
 
@@ -82,11 +87,21 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	}
 	// The send claim: from here a cancel is too late, until the claim is
 	// released after an attempt that cannot have delivered.
-	c, err := w.store.claim(ctx, j.n.Key, target, j.seq)
+	cctx, cancel := context.WithTimeout(ctx, claimWait)
+	c, err := w.store.claim(cctx, j.n.Key, target, j.seq)
+	cancel()
 	switch {
-	case err != nil:
-		w.log.Warn("cannot claim the notification for a send; retrying later", "key", j.n.Key, "err", err)
+	case err != nil && ctx.Err() != nil:
 		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+	case err != nil:
+		// The entry was just read, so notify_delivered answers reads but
+		// takes no write: its leader is being elected. Sending waits for
+		// no election; a cancel cannot be written before the leader is
+		// back either, and one written after it, while this send is in
+		// flight, loses (record counts it).
+		w.m.unclaimed.Inc()
+		w.log.Warn("cannot write the send claim; sending without it", "key", j.n.Key, "err", err)
+		c = claimResult{}
 	case c.found != nil && c.found.state() == StateCancelled:
 		return w.cancelled(ctx, j, c.found.rec, now)
 	case c.found != nil:
@@ -94,7 +109,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	}
 	keep := false
 	defer func() {
-		if !keep {
+		if !keep && c.rev > 0 {
 			w.store.release(ctx, j.n.Key, c.rev)
 		}
 	}()

@@ -32,6 +32,8 @@ type store struct {
 	state     *sharedState
 	log       *slog.Logger
 	now       func() time.Time
+	// cancelLost counts a delivery record written over a cancel mark.
+	cancelLost func()
 
 	// recent is a bounded in-memory set of recently delivered keys. It
 	// covers the window in which notify_delivered cannot be written (NATS
@@ -119,9 +121,11 @@ func (s *store) isDelivered(ctx context.Context, key string) (bool, error) {
 }
 
 // record stores the proof of delivery over this attempt's send claim (at
-// its revision, claim > 0). The key is remembered in memory first, so it
-// counts even when the bucket write fails. A claim taken over by another
-// worker in between is overwritten: both sent.
+// its revision, claim > 0), or with KV Create when the send had no claim.
+// The key is remembered in memory first, so it counts even when the bucket
+// write fails. What it finds instead is overwritten: a claim another worker
+// took over (both sent), or a cancel mark written while this send had no
+// claim — a lost cancel, logged and counted.
 func (s *store) record(ctx context.Context, r DeliveryRecord, claim uint64) error {
 	s.remember(r.Key)
 	b, err := json.Marshal(r)
@@ -130,14 +134,19 @@ func (s *store) record(ctx context.Context, r DeliveryRecord, claim uint64) erro
 	}
 	if claim > 0 {
 		_, err = s.delivered.Update(ctx, RecordKey(r.Key), b, claim)
-		if err == nil {
-			return nil
-		}
-		if !wrongRevision(err) {
-			return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, jetstream.BucketDelivered, err)
-		}
-		if e, rerr := readEntry(ctx, s.delivered, r.Key); rerr == nil && e != nil && e.state() == StateCancelled {
-			s.log.Error("delivered although a cancel mark was written: the claim was lost", "key", r.Key)
+	} else {
+		_, err = s.delivered.Create(ctx, RecordKey(r.Key), b)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case !wrongRevision(err) && !errors.Is(err, natsjs.ErrKeyExists):
+		return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, jetstream.BucketDelivered, err)
+	}
+	if e, rerr := readEntry(ctx, s.delivered, r.Key); rerr == nil && e != nil && e.state() == StateCancelled {
+		s.log.Error("delivered although a cancel mark was written: the send had no claim", "key", r.Key, "cancelled_by", e.rec.CancelledBy)
+		if s.cancelLost != nil {
+			s.cancelLost()
 		}
 	}
 	if _, err := s.delivered.Put(ctx, RecordKey(r.Key), b); err != nil {

@@ -189,6 +189,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	w.store = &store{
 		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
+		cancelLost: w.m.cancelsLost.Inc,
 	}
 	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
 	w.events = newEvents(d.JS, name, log, w.m.eventErrors.Inc)
