@@ -222,6 +222,9 @@ type WorkerOptions struct {
 	Channel delivery.Channel
 	// Now is the worker's clock (default time.Now).
 	Now func() time.Time
+	// WrapChats, when set, wraps the worker's notify_chats bucket (to
+	// inject faults into its shared state).
+	WrapChats func(natsjs.KeyValue) natsjs.KeyValue
 }
 
 // StartWorker provisions the worker's consumer and buckets and runs a
@@ -255,6 +258,9 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 	res, err := jetstream.ProvisionWorker(ctx, js, o.Settings)
 	if err != nil {
 		e.T.Fatalf("provisioning worker: %v", err)
+	}
+	if o.WrapChats != nil {
+		res.Chats = o.WrapChats(res.Chats)
 	}
 	var ch delivery.Channel = o.Channel
 	if ch == nil {

@@ -195,6 +195,25 @@ func (a *admission) sharedPause(p pause) {
 	}
 }
 
+// extendPause applies a pause learnt from another worker if it ends later
+// than the current one, and reports whether it did.
+func (a *admission) extendPause(p pause) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !p.Until.After(a.pause.Until) {
+		return false
+	}
+	a.pause = p
+	return true
+}
+
+// currentPause is the current pause (zero or past when none).
+func (a *admission) currentPause() pause {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pause
+}
+
 // pausedUntil is the end of the current pause (zero or past when none).
 func (a *admission) pausedUntil() time.Time {
 	a.mu.Lock()

@@ -2,9 +2,12 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
@@ -45,15 +48,15 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	}
 	switch {
 	case remembered:
-		return w.alreadyDelivered(ctx, j, nil, now)
+		return w.alreadyDelivered(j, nil, now)
 	case e != nil && e.state() == StateCancelled:
-		return w.cancelled(ctx, j, e.rec, now)
+		return w.cancelled(j, e.rec, now)
 	case e != nil && e.state() == StateDelivered:
 		var rec *DeliveryRecord
 		if !e.corrupt {
 			rec = &e.rec
 		}
-		return w.alreadyDelivered(ctx, j, rec, now)
+		return w.alreadyDelivered(j, rec, now)
 	}
 	// A send claim left by an attempt that died mid-send: sent again, as
 	// before claims existed (the crash window of delivered).
@@ -103,9 +106,9 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		w.log.Warn("cannot write the send claim; sending without it", "key", j.n.Key, "err", err)
 		c = claimResult{}
 	case c.found != nil && c.found.state() == StateCancelled:
-		return w.cancelled(ctx, j, c.found.rec, now)
+		return w.cancelled(j, c.found.rec, now)
 	case c.found != nil:
-		return w.alreadyDelivered(ctx, j, &c.found.rec, now)
+		return w.alreadyDelivered(j, &c.found.rec, now)
 	}
 	keep := false
 	defer func() {
@@ -211,10 +214,13 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 // alreadyDelivered acks a job delivered before, on this channel or another
 // one of the route (a redelivery, a republish, a replay, or a fallback copy
 // that lost the race to a late success): never twice.
-func (w *Worker) alreadyDelivered(ctx context.Context, j *job, rec *DeliveryRecord, now time.Time) result {
-	w.ack(ctx, j)
+func (w *Worker) alreadyDelivered(j *job, rec *DeliveryRecord, now time.Time) result {
 	if rec != nil {
-		w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt)
+		// Told again from the record (the first event may be lost), and
+		// acked once that is stored.
+		w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt, func() { w.ack(j) })
+	} else {
+		w.ack(j)
 	}
 	w.m.alreadyDelivered.Inc()
 	w.stats.already.Add(1)
@@ -443,8 +449,12 @@ func (w *Worker) recipientDied(ctx context.Context, j *job, target string, o Out
 		RecipientEvent{Channel: w.name, Recipient: target, Reason: o.Reason, Code: o.Code, Description: o.Description, Key: j.n.Key, At: at})
 }
 
-// delivered records the proof of delivery and then acks. Until the record
-// is written, a crash of this worker sends the message twice: that window is
+// delivered records the proof of delivery and then acks. The record is
+// written asynchronously (records.go): the records of every message in
+// flight travel together, and only this attempt waits for its own PubAck
+// before the ack, which goes out without waiting for a confirmation (a lost
+// ack brings a redelivery, which finds the record). Until the record is
+// written, a crash of this worker sends the message twice: that window is
 // logged and counted. While JetStream does not answer, the record is tried
 // again until it is written or the worker stops, the message kept in flight
 // (its lane waits): the record is what stops every other worker — the
@@ -458,39 +468,46 @@ func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string
 		w.m.deliverySeconds.Observe(at.Sub(j.n.CreatedAt).Seconds())
 	}
 	rec := DeliveryRecord{Key: j.n.Key, Channel: w.name, Recipient: target, ProviderID: o.ProviderID, DeliveredAt: at, StreamSeq: j.seq}
-	record := func() error { return w.store.record(ctx, rec, claim) }
-	if err := retryTimes(ctx, 3, 100*time.Millisecond, record); err != nil {
-		w.m.recordErrors.Inc()
-		w.log.Error("sent, but the delivery record cannot be written yet; retrying until JetStream answers", "key", j.n.Key, "err", err)
-		// The interval stays short: the record must land as soon as
-		// JetStream answers, before a worker pinned after a NATS restart is
-		// handed the message.
-		if err := retryUntil(ctx, 100*time.Millisecond, 100*time.Millisecond, record, nil); err != nil {
-			w.log.Error("sent, but the delivery record was not written before the worker stopped", "key", j.n.Key, "err", err)
-			return
+	// A record over the send claim goes with the next batch (records.go);
+	// one that failed there, or a send without a claim, is written on its
+	// own: without a claim with KV Create, so that a cancel mark written
+	// meanwhile is found, logged and counted (store.record).
+	if claim == 0 || w.records.write(ctx, rec, claim) != nil {
+		record := func() error { return w.store.record(ctx, rec, claim) }
+		if err := retryTimes(ctx, 3, 100*time.Millisecond, record); err != nil {
+			w.m.recordErrors.Inc()
+			w.log.Error("sent, but the delivery record cannot be written yet; retrying until JetStream answers", "key", j.n.Key, "err", err)
+			// The interval stays short: the record must land as soon as
+			// JetStream answers, before a worker pinned after a NATS
+			// restart is handed the message.
+			if err := retryUntil(ctx, 100*time.Millisecond, 100*time.Millisecond, record, nil); err != nil {
+				w.log.Error("sent, but the delivery record was not written before the worker stopped", "key", j.n.Key, "err", err)
+				return
+			}
+			w.log.Info("delivery record written after JetStream came back", "key", j.n.Key)
 		}
-		w.log.Info("delivery record written after JetStream came back", "key", j.n.Key)
 	}
 	if meta, err := j.msg.Metadata(); err == nil && meta.NumDelivered > 1 {
 		if err := w.store.clearAttempts(ctx, j.n.Key); err != nil {
 			w.log.Warn("cannot clear the attempt count", "key", j.n.Key, "err", err)
 		}
 	}
-	w.ack(ctx, j)
-	w.events.delivered(j.n.Key, w.name, target, rec.ProviderID, at)
+	w.events.delivered(j.n.Key, w.name, target, rec.ProviderID, at, func() { w.ack(j) })
 	w.log.Debug("delivered", "key", j.n.Key, "recipient", target, "provider_id", rec.ProviderID, "seq", j.seq)
 }
 
-// ack acknowledges the job and waits for the server to confirm.
-func (w *Worker) ack(ctx context.Context, j *job) {
-	err := retryTimes(ctx, 3, 100*time.Millisecond, func() error {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		return j.msg.DoubleAck(actx)
-	})
-	if err != nil {
+// recordTimeout bounds the wait for a record's PubAck before it is written
+// again, on its own.
+const recordTimeout = 5 * time.Second
+
+// ack acknowledges the job (and the duplicate deliveries attached to it)
+// without waiting for the server's confirmation: every caller has made sure
+// that a redelivery is recognised (the delivery record is stored), so a lost
+// ack costs a redelivery acked without a request, not a second send.
+func (w *Worker) ack(j *job) {
+	if err := j.msg.Ack(); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
 		w.m.recordErrors.Inc()
-		w.log.Warn("ack not confirmed; a redelivery will be recognised and acked", "key", j.n.Key, "seq", j.seq, "err", err)
+		w.log.Warn("ack not sent; a redelivery will be recognised and acked", "key", j.n.Key, "seq", j.seq, "err", err)
 	}
 	for _, d := range j.dups {
 		_ = d.msg.Ack()

@@ -77,11 +77,16 @@ func readEntry(ctx context.Context, kv natsjs.KeyValue, key string) (*entry, err
 	case err != nil:
 		return nil, fmt.Errorf("reading delivery record of %q: %w", key, err)
 	}
-	out := &entry{rev: e.Revision()}
-	if json.Unmarshal(e.Value(), &out.rec) != nil || out.rec.Key != key {
+	return parseEntry(key, e.Value(), e.Revision()), nil
+}
+
+// parseEntry makes the entry of key from its value and revision.
+func parseEntry(key string, value []byte, rev uint64) *entry {
+	out := &entry{rev: rev}
+	if json.Unmarshal(value, &out.rec) != nil || out.rec.Key != key {
 		out.corrupt = true
 	}
-	return out, nil
+	return out
 }
 
 // CancelOutcome says what [Cancel] found.
@@ -261,14 +266,15 @@ func (s *store) release(ctx context.Context, key string, rev uint64) {
 	}
 }
 
-// cancelled acks a job whose notification was cancelled, without sending
-// it, and tells the application.
-func (w *Worker) cancelled(ctx context.Context, j *job, mark DeliveryRecord, now time.Time) result {
-	w.ack(ctx, j)
+// cancelled tells the application that a job's notification was
+// cancelled, and acks the job, without sending it, once that event is
+// stored (as delivered does: a kill in between leaves the message to be
+// redelivered and told again).
+func (w *Worker) cancelled(j *job, mark DeliveryRecord, now time.Time) result {
 	w.m.cancelled.Inc()
 	ev := cancelEvent(mark, Cancelled, mark.CancelledBy, now)
 	ev.Channel, ev.Recipient = w.name, j.lane
-	w.events.publish(jetstream.SubjectCancelled, EventCancelled+":"+j.n.Key, ev)
+	w.events.publishThen(jetstream.SubjectCancelled, EventCancelled+":"+j.n.Key, ev, func() { w.ack(j) })
 	w.log.Info("cancelled; acked without sending", "key", j.n.Key, "seq", j.seq, "by", mark.CancelledBy)
 	return result{job: j, disp: moveOn, at: now}
 }

@@ -38,7 +38,9 @@ func cancelEnv(t *testing.T) (natsjs.JetStream, *store, *int) {
 	}
 	lost := new(int)
 	s := &store{js: js, channel: "telegram", delivered: res.Delivered, attempts: res.Attempts,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, cancelLost: func() { *lost++ }}
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, cancelLost: func() { *lost++ },
+		deliveredSubjects: subjectsOf(res.Delivered), attemptsSubjects: subjectsOf(res.Attempts), direct: newDirectReader(nc)}
+	t.Cleanup(s.direct.close)
 	return js, s, lost
 }
 

@@ -128,6 +128,14 @@ type Config struct {
 	StormThreshold   int
 	StormWindow      time.Duration
 	BacklogThreshold int
+
+	// SingleRecordWrites writes every delivery record on its own, never in
+	// atomic batches (records.go). Batches are for a nats-server with
+	// sync_interval: always, where a batch's one fsync replaces one per
+	// record; on a server that fsyncs on its own schedule the staging store
+	// the server makes for each batch costs more than it saves. Default
+	// false: batches when notify_delivered takes them.
+	SingleRecordWrites bool
 }
 
 // DefaultConfig returns the configuration with every default filled in.

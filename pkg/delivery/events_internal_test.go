@@ -59,12 +59,17 @@ func TestEventWaitsForNATS(t *testing.T) {
 	srv, js, e, _ := eventsEnv(t)
 	srv.Shutdown()
 	natstest.WaitFor(t, 5*time.Second, func() bool { return !js.Conn().IsConnected() }, "the connection down")
-	e.delivered("order:1:accepted", "telegram", "100", "7", time.Now())
+	var acked atomic.Bool
+	e.delivered("order:1:accepted", "telegram", "100", "7", time.Now(), func() { acked.Store(true) })
 	if n := e.pending.Load(); n != 1 {
 		t.Fatalf("%d events pending, want 1", n)
 	}
+	if acked.Load() {
+		t.Fatal("the message was acked before its delivered event was stored")
+	}
 	srv.Start(t)
 	natstest.WaitFor(t, 15*time.Second, func() bool { return storedEvents(t, js, jetstream.SubjectDelivered) == 1 }, "the event stored after the restart")
+	natstest.WaitFor(t, 5*time.Second, acked.Load, "the ack once the event is stored")
 	natstest.WaitFor(t, 5*time.Second, func() bool { return e.pending.Load() == 0 }, "nothing pending")
 	e.close(time.Second)
 }
@@ -127,7 +132,7 @@ func TestUnansweredEventIsPublishedAgain(t *testing.T) {
 	e := newEvents(lossy, "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) })
 	go e.run()
 	for i := range 5 {
-		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now())
+		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), nil)
 	}
 	natstest.WaitFor(t, 20*time.Second, func() bool { return storedEvents(t, js, jetstream.SubjectDelivered) == 5 }, "every event stored")
 	natstest.WaitFor(t, 10*time.Second, func() bool { return e.pending.Load() == 0 }, "nothing pending")

@@ -74,7 +74,7 @@ func (w *Worker) pinnedAs(id string) {
 		id := w.pin.id
 		w.pin.mu.Unlock()
 		if id != "" {
-			_ = m.Respond([]byte(id))
+			_ = m.RespondMsg(w.pinAnswer(id))
 		}
 	})
 	if err != nil {
@@ -82,6 +82,44 @@ func (w *Worker) pinnedAs(id string) {
 		return
 	}
 	w.pin.sub = sub
+}
+
+// Headers of the pinned worker's answer that carry its 429 pause.
+const (
+	pauseUntilHeader  = "Tgnotify-Pause-Until"
+	pauseReasonHeader = "Tgnotify-Pause-Reason"
+)
+
+// pinAnswer is the pinned worker's answer to a standby: its pin id and, while
+// a 429 pause runs, the pause. A standby learns the pause this way even when
+// the shared state cannot be written (its bucket has no leader during a
+// cluster election), so that, taking over after this worker died, it does
+// not send inside the pause (found by the chaos cluster run: a pause the
+// dying worker could not write was broken by the standby).
+func (w *Worker) pinAnswer(id string) *nats.Msg {
+	m := &nats.Msg{Data: []byte(id)}
+	if p := w.adm.currentPause(); p.Until.After(w.now()) {
+		m.Header = nats.Header{}
+		m.Header.Set(pauseUntilHeader, p.Until.UTC().Format(time.RFC3339Nano))
+		m.Header.Set(pauseReasonHeader, p.Reason)
+	}
+	return m
+}
+
+// learnPause applies the pause a pinned worker's answer carries, if any.
+func (w *Worker) learnPause(m *nats.Msg) {
+	v := m.Header.Get(pauseUntilHeader)
+	if v == "" {
+		return
+	}
+	until, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		w.log.Warn("the pinned worker's answer carries an unreadable pause", "value", v, "err", err)
+		return
+	}
+	if w.adm.extendPause(pause{Until: until, Reason: m.Header.Get(pauseReasonHeader)}) {
+		w.log.Info("the pinned worker is paused by a 429: so is this one", "until", until)
+	}
 }
 
 // unpinned stops answering: another worker is pinned now, or this one
@@ -190,6 +228,7 @@ func (w *Worker) pinAnswered(ctx context.Context, pin string) bool {
 	case err != nil:
 		return true // slow or unknown: do not take over on doubt
 	}
+	w.learnPause(m)
 	return string(m.Data) == pin
 }
 

@@ -2,12 +2,14 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/testenv"
@@ -131,5 +133,55 @@ func TestStandbyLeavesALiveActiveWorkerPinned(t *testing.T) {
 	natstest.WaitFor(t, 5*time.Second, func() bool { return a.Stats().Sent+b.Stats().Sent == 21 }, "the sends counted")
 	if a.Stats().Sent != 21 || b.Stats().Sent != 0 {
 		t.Fatalf("sent %d and %d, want all by the active worker", a.Stats().Sent, b.Stats().Sent)
+	}
+}
+
+// noPauseWrites is a notify_chats bucket that refuses the 429 pause's
+// record, as one without a leader does during a cluster election.
+type noPauseWrites struct {
+	natsjs.KeyValue
+}
+
+func (k noPauseWrites) Put(ctx context.Context, key string, v []byte) (uint64, error) {
+	if key == "pause.bot" {
+		return 0, errors.New("nats: no response from stream")
+	}
+	return k.KeyValue.Put(ctx, key, v)
+}
+
+// The active worker hits a 429 but cannot write the pause to the shared
+// state, and dies: the standby learnt the pause from the active worker's
+// answers to its pings, and sends nothing inside it after taking over.
+// Found by the chaos cluster run.
+func TestStandbyKeepsThePauseOfADeadWorker(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
+	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncA.Close)
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings, NC: ncA,
+		WrapChats: func(kv natsjs.KeyValue) natsjs.KeyValue { return noPauseWrites{kv} }})
+	env.Publish(note("warmup", 300, "0")) // pins the first worker
+	waitDelivered(t, env, 1)
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+
+	if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 6}); err != nil {
+		t.Fatal(err)
+	}
+	env.Publish(note("k:1", 100, "1"))
+	natstest.WaitFor(t, 10*time.Second, func() bool { return a.Stats().RateLimited == 1 }, "the active worker's 429")
+	natstest.WaitFor(t, 10*time.Second, func() bool { return b.Stats().PausedUntil != nil }, "the standby learning the pause")
+	ncA.Close() // the active worker dies
+	env.Publish(note("k:2", 200, "2"))
+	natstest.WaitFor(t, 30*time.Second, func() bool { return env.Emu.Stats().Delivered == 3 }, "both delivered by the standby after the pause")
+	if s := env.Emu.Stats(); s.SentInAnyPause != 0 {
+		t.Fatalf("%d requests sent inside the announced pause, want 0", s.SentInAnyPause)
+	}
+	if got := counter(t, b, "tgnotify_worker_failovers_total"); got != 1 {
+		t.Errorf("the standby counted %v failovers, want 1", got)
 	}
 }

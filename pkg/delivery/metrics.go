@@ -43,6 +43,8 @@ type metrics struct {
 	sendSeconds            prometheus.Histogram
 	deliverySeconds        prometheus.Histogram
 	recordErrors           prometheus.Counter
+	lookupBatch            prometheus.Histogram
+	recordBatch            prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
@@ -125,11 +127,17 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}}),
 		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "record_errors_total",
 			Help: "Delivery records or acks that could not be written after a successful send (duplicate risk if the worker also dies)."}),
+		lookupBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "record_lookup_batch_keys",
+			Help:    "Keys per batched read of delivery records: the lookups of the attempts that start together are one request.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
+		recordBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "record_write_batch_records",
+			Help:    "Delivery records per atomic batch: the records of the attempts that finish while a write is on its way are stored together, with one fsync.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.unclaimed, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
-		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors} {
+		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

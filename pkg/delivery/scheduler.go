@@ -531,7 +531,16 @@ func (s *scheduler) finish(j *job, now time.Time, called bool, d disposition, de
 		l.queue = nil
 		eff = s.park(l, jobs, delay, now)
 	case handBack:
-		eff = s.handBack(l, []*job{j}, now)
+		// The pin moved while it was in flight. Its lane may already hold
+		// later messages this worker received since (pinned again): they go
+		// back behind it, and the lane waits for it, as behind a retry.
+		// Handed back alone, the later ones went first (found by the chaos
+		// cluster run: a consumer leader change answered "pin ID mismatch"
+		// during an SMS send, and the next message of the recipient
+		// overtook it).
+		jobs := append([]*job{j}, l.queue...)
+		l.queue = nil
+		eff = s.park(l, jobs, 0, now)
 	}
 	s.reschedule(l, now)
 	return eff

@@ -562,3 +562,40 @@ func TestLateLaunchesDoNotSlowABusyChat(t *testing.T) {
 		})
 	}
 }
+
+// A message in flight when the worker lost the pin is handed back when its
+// attempt ends; messages of its recipient received since (the worker was
+// pinned again) must not overtake it: they go back behind it, and the lane
+// waits for it.
+func TestSchedulerHandBackOfAnInFlightMessageKeepsItsLaneBehindIt(t *testing.T) {
+	s, v := newTestScheduler(30)
+	v.apply(first(s.arrive(mkJob(1, "100"), t0)))
+	j, _ := s.next(t0)
+	if j == nil || j.seq != 1 {
+		t.Fatalf("launched %v, want seq 1", j)
+	}
+	// Pinned again: the next message of the recipient arrives while 1 is in
+	// flight.
+	v.apply(first(s.arrive(mkJob(2, "100"), t0.Add(time.Second))))
+	eff := s.finish(j, t0.Add(2*time.Second), false, handBack, 0)
+	v.apply(eff)
+	if len(eff.naks) != 2 || eff.naks[0].j.seq != 1 || eff.naks[1].j.seq != 2 || eff.naks[1].delay <= eff.naks[0].delay {
+		t.Fatalf("NAKs %+v, want 1 then 2 behind it", eff.naks)
+	}
+	if j, _ := s.next(t0.Add(2 * time.Second)); j != nil {
+		t.Fatalf("seq %d launched while its lane waits for seq 1", j.seq)
+	}
+	// 2 comes back first: it waits behind 1.
+	back := t0.Add(3 * time.Second)
+	if eff, _ := s.arrive(mkJob(2, "100"), back); len(eff.naks) != 1 || eff.naks[0].j.seq != 2 {
+		t.Fatalf("seq 2 back before 1: effects %+v, want it parked again", eff.naks)
+	} else {
+		v.apply(eff)
+	}
+	v.apply(first(s.arrive(mkJob(1, "100"), back)))
+	v.apply(first(s.arrive(mkJob(2, "100"), back.Add(time.Second))))
+	got := run(s, back, back.Add(time.Minute), 10*time.Millisecond)
+	if !slices.Equal(seqs(got), []uint64{1, 2}) {
+		t.Fatalf("sent %v, want [1 2]", seqs(got))
+	}
+}

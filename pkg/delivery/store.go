@@ -34,6 +34,13 @@ type store struct {
 	now       func() time.Time
 	// cancelLost counts a delivery record written over a cancel mark.
 	cancelLost func()
+	// deliveredSubjects and attemptsSubjects name the buckets' streams
+	// and subjects for batched reads and asynchronous writes (records.go).
+	deliveredSubjects, attemptsSubjects bucketSubjects
+	// lookups batches the record lookups of attempts; nil reads each key
+	// on its own. direct carries the batched reads.
+	lookups *lookups
+	direct  *directReader
 
 	// recent is a bounded in-memory set of recently delivered keys. It
 	// covers the window in which notify_delivered cannot be written (NATS
@@ -94,19 +101,35 @@ func (s *store) remember(key string) {
 
 // lookup reads what notify_delivered says of a key: remembered is true
 // when this process delivered it recently (no read then); otherwise the
-// entry, nil when there is none.
+// entry, nil when there is none. The read goes with the next batch
+// (records.go).
 func (s *store) lookup(ctx context.Context, key string) (remembered bool, e *entry, err error) {
-	s.mu.Lock()
-	_, ok := s.recent[key]
-	s.mu.Unlock()
-	if ok {
+	if s.remembers(key) {
 		return true, nil, nil
 	}
-	e, err = readEntry(ctx, s.delivered, key)
-	if err == nil && e != nil && e.state() == StateDelivered {
+	if s.lookups != nil {
+		e, err = s.lookups.get(ctx, key)
+	} else {
+		var found map[string]*entry
+		found, err = s.readRecords(ctx, []string{key})
+		e = found[key]
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("reading delivery record of %q: %w", key, err)
+	}
+	if e != nil && e.state() == StateDelivered {
 		s.remember(key)
 	}
-	return false, e, err
+	return false, e, nil
+}
+
+// remembers reports whether this process delivered (or found delivered) the
+// key recently.
+func (s *store) remembers(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.recent[key]
+	return ok
 }
 
 // isDelivered reports whether a notification with this key needs no more
@@ -240,18 +263,53 @@ func (s *store) clearAttempts(ctx context.Context, key string) error {
 	return nil
 }
 
-// settled reports whether this channel is done with the notification: it
-// was delivered (on any channel), or this channel gave up on it.
-func (s *store) settled(ctx context.Context, key string) (bool, error) {
-	if key == "" {
-		return false, nil
+// settledKeys reports which of keys this channel is done with: delivered
+// (on any channel) or cancelled, or given up on by this channel. A send claim
+// does not count: the send it announces may have failed. Both buckets are
+// read in one batch each.
+func (s *store) settledKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(keys))
+	var ask []string
+	for _, k := range keys {
+		switch {
+		case k == "" || out[k]:
+		case s.remembers(k):
+			out[k] = true
+		default:
+			ask = append(ask, k)
+		}
 	}
-	ok, err := s.isDelivered(ctx, key)
-	if err != nil || ok {
-		return ok, err
+	if len(ask) == 0 {
+		return out, nil
 	}
-	a, err := s.attemptsOf(ctx, key)
-	return a.done, err
+	delivered, err := s.readRecords(ctx, ask)
+	if err != nil {
+		return nil, fmt.Errorf("reading delivery records: %w", err)
+	}
+	attemptKeys := make([]string, 0, len(ask))
+	byAttemptKey := make(map[string]string, len(ask))
+	for _, k := range ask {
+		if e := delivered[k]; e != nil && e.state() != StateSending {
+			out[k] = true
+			continue
+		}
+		ak := s.attemptKey(k)
+		attemptKeys = append(attemptKeys, ak)
+		byAttemptKey[ak] = k
+	}
+	if len(attemptKeys) == 0 {
+		return out, nil
+	}
+	values, err := s.readLast(ctx, s.attemptsSubjects, attemptKeys)
+	if err != nil {
+		return nil, fmt.Errorf("reading attempts: %w", err)
+	}
+	for ak, v := range values {
+		if strings.HasPrefix(string(v.data), doneMark) {
+			out[byAttemptKey[ak]] = true
+		}
+	}
+	return out, nil
 }
 
 // pinIDHeader is the header nats-server adds to messages delivered to a

@@ -3,8 +3,10 @@ package delivery
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -221,7 +223,7 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 			}
 			return nil, err
 		}
-		n := 0
+		var page []*natsjs.RawStreamMsg
 		for m, err := range msgs {
 			if errors.Is(err, jetstreamext.ErrNoMessages) {
 				break
@@ -230,34 +232,48 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 				cancel()
 				return nil, err
 			}
-			n++
-			if m.Sequence > delivered {
-				cancel()
-				return out, nil
-			}
-			seq = m.Sequence + 1
+			page = append(page, m)
+		}
+		cancel()
+		if len(page) == 0 {
+			break
+		}
+		last := false
+		if i := slices.IndexFunc(page, func(m *natsjs.RawStreamMsg) bool { return m.Sequence > delivered }); i >= 0 {
+			page, last = page[:i], true
+		}
+		keys := make([]string, len(page))
+		skip := make([]bool, len(page))
+		now := w.now()
+		for i, m := range page {
 			n, _, perr := w.parse(m.Subject, m.Header, m.Data)
-			if perr != nil {
-				// Poison: dead-lettered when it arrives, never sent; nothing
-				// of the recipient waits for it.
+			switch {
+			case perr != nil:
+				// Poison: dead-lettered when it arrives, never sent;
+				// nothing of the recipient waits for it.
+				skip[i] = true
 				continue
-			}
-			if n.Scheduled(w.now()) {
+			case n.Scheduled(now):
 				// Scheduled: handed back until its not_before, and it
 				// holds back nothing of the recipient.
+				skip[i] = true
 				continue
 			}
-			done, err := w.store.settled(ctx, m.Header.Get(jetstream.HeaderKey))
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			if !done {
+			keys[i] = m.Header.Get(jetstream.HeaderKey)
+		}
+		// One batched read of the page's records, instead of two reads
+		// per message.
+		settled, err := w.store.settledKeys(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, m := range page {
+			seq = m.Sequence + 1
+			if !skip[i] && !settled[keys[i]] {
 				out = append(out, m.Sequence)
 			}
 		}
-		cancel()
-		if n == 0 {
+		if last {
 			break
 		}
 	}

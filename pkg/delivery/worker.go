@@ -77,6 +77,7 @@ type Worker struct {
 	now     func() time.Time
 	randN   func(int64) int64
 	store   *store
+	records *recorder
 	adm     *admission
 	persist *persister
 	events  *events
@@ -188,9 +189,13 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	}
 	w.store = &store{
 		js: d.JS, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
+		deliveredSubjects: subjectsOf(d.Resources.Delivered), attemptsSubjects: subjectsOf(d.Resources.Attempts),
+		direct: newDirectReader(d.JS.Conn()),
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
 		cancelLost: w.m.cancelsLost.Inc,
 	}
+	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
+	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
 	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
 	w.events = newEvents(d.JS, name, log, w.m.eventErrors.Inc)
 	w.degrade = newDegrader(cfg, lim.Rate)
@@ -252,7 +257,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
-	defer func() { stopBG(); bgWG.Wait() }()
+	defer func() { stopBG(); bgWG.Wait(); w.store.direct.close() }()
 
 	ready := make(chan struct{})
 	bgWG.Go(func() { w.store.state.watch(bg, ready) })
@@ -261,6 +266,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
+	bgWG.Go(func() { w.store.lookups.run(bg) })
+	w.records.start(ctx)
+	bgWG.Go(func() { w.records.run(bg) })
 	bgWG.Go(func() { w.pollStats(bg) })
 	bgWG.Go(func() { w.watchPin(bg) })
 	go w.persist.run()

@@ -23,6 +23,11 @@ type Declaration struct {
 	Consumers []DeclaredConsumer
 	// Buckets are notify_delivered, notify_chats and notify_attempts.
 	Buckets []natsjs.KeyValueConfig
+	// AtomicBuckets are the buckets whose stream takes atomic batch
+	// publishes (allow_atomic), which nats.go's KeyValueConfig cannot say:
+	// notify_delivered, whose records the workers write in batches stored
+	// with one fsync each (pkg/delivery, records.go).
+	AtomicBuckets []string
 }
 
 // DeclaredConsumer is a durable consumer on a stream.
@@ -86,6 +91,7 @@ func Declare(s Settings) Declaration {
 			{Bucket: BucketChats, Description: "per-chat state: dead.<chat>, migrated.<chat>", Storage: natsjs.FileStorage, Replicas: s.Replicas, History: 1},
 			{Bucket: BucketAttempts, Description: "idempotency key -> delivery attempts", TTL: s.AttemptsTTL, Storage: natsjs.FileStorage, Replicas: s.Replicas, History: 1},
 		},
+		AtomicBuckets: []string{BucketDelivered},
 	}
 	for _, ch := range s.Channels {
 		d.Consumers = append(d.Consumers, DeclaredConsumer{
@@ -123,7 +129,7 @@ func (d Declaration) ForWorker(channel string) (Declaration, error) {
 	if i < 0 {
 		return Declaration{}, fmt.Errorf("the JetStream declaration has no channel %q (-%s)", channel, FlagChannels)
 	}
-	return Declaration{Streams: d.Streams, Consumers: d.Consumers[i : i+1], Buckets: d.Buckets}, nil
+	return Declaration{Streams: d.Streams, Consumers: d.Consumers[i : i+1], Buckets: d.Buckets, AtomicBuckets: d.AtomicBuckets}, nil
 }
 
 // Objects lists the objects of d in the order they are created: streams,

@@ -259,3 +259,46 @@ func TestProvisionWorkerReportsConflicts(t *testing.T) {
 		}
 	})
 }
+
+// notify_delivered takes atomic batches (the workers write their delivery
+// records in batches); nats.go cannot create a bucket that way, so
+// provisioning sets it on the bucket's stream, reports a bucket without it
+// as drift, and brings it back.
+func TestTheDeliveredBucketTakesAtomicBatches(t *testing.T) {
+	js := setup(t)
+	ctx := context.Background()
+	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jetstream.ProvisionWorker(ctx, js, jetstream.WorkerSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []struct {
+		stream string
+		want   bool
+	}{{"KV_notify_delivered", true}, {"KV_notify_chats", false}, {"KV_notify_attempts", false}} {
+		if got := streamConfig(t, js, b.stream).AllowAtomicPublish; got != b.want {
+			t.Errorf("%s allow_atomic = %v, want %v", b.stream, got, b.want)
+		}
+	}
+
+	cfg := streamConfig(t, js, "KV_notify_delivered")
+	cfg.AllowAtomicPublish = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	d := jetstream.Declare(jetstream.DefaultSettings())
+	p, err := jetstream.Inspect(ctx, js, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Drift) != 1 || p.Drift[0].Object.Name != jetstream.BucketDelivered || p.Drift[0].Field != "allow_atomic" {
+		t.Fatalf("drift %+v, want allow_atomic of bucket notify_delivered", p.Drift)
+	}
+	if _, err := jetstream.Provision(ctx, js, d, false); err != nil {
+		t.Fatal(err)
+	}
+	if !streamConfig(t, js, "KV_notify_delivered").AllowAtomicPublish {
+		t.Error("provisioning did not set allow_atomic back")
+	}
+}

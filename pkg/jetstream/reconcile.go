@@ -159,7 +159,7 @@ func Inspect(ctx context.Context, js natsjs.JetStream, d Declaration) (*Plan, er
 		case err != nil:
 			return nil, fmt.Errorf("looking up %s: %w", o, err)
 		}
-		diffs, errs := compare(o, bucketFields, stream.CachedInfo().Config, bucketConfig(want))
+		diffs, errs := compare(o, bucketFields, stream.CachedInfo().Config, d.bucketConfig(want))
 		p.Drift, conflicts = append(p.Drift, diffs...), append(conflicts, errs...)
 	}
 	if len(conflicts) > 0 {
@@ -222,6 +222,11 @@ func (p *Plan) create(ctx context.Context, js natsjs.JetStream, o Object) error 
 		if errors.Is(err, natsjs.ErrBucketExists) {
 			err = errRaced
 		}
+		if err == nil && slices.Contains(p.decl.AtomicBuckets, o.Name) {
+			// nats.go creates a bucket without allow_atomic: set it on the
+			// bucket's stream, as an update would.
+			err = p.update(ctx, js, o)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", o, err)
@@ -252,7 +257,7 @@ func (p *Plan) update(ctx context.Context, js natsjs.JetStream, o Object) error 
 		var stream natsjs.Stream
 		if stream, err = js.Stream(ctx, bucketStream(o.Name)); err == nil {
 			cfg := stream.CachedInfo().Config
-			assign(bucketFields, &cfg, bucketConfig(p.bucket(o.Name)))
+			assign(bucketFields, &cfg, p.decl.bucketConfig(p.bucket(o.Name)))
 			if cfg.MaxAge > 0 && cfg.Duplicates > cfg.MaxAge {
 				cfg.Duplicates = cfg.MaxAge // as nats.go does for a bucket's TTL
 			}
@@ -283,19 +288,19 @@ func (p *Plan) bucket(name string) natsjs.KeyValueConfig {
 // bucketStream is the stream behind a key-value bucket.
 func bucketStream(bucket string) string { return "KV_" + bucket }
 
-// bucketConfig is the part of a bucket's stream configuration a
-// declaration sets.
-func bucketConfig(b natsjs.KeyValueConfig) natsjs.StreamConfig {
+// bucketConfig is the part of a bucket's stream configuration d sets.
+func (d Declaration) bucketConfig(b natsjs.KeyValueConfig) natsjs.StreamConfig {
 	history := int64(b.History)
 	if history < 1 {
 		history = 1
 	}
 	return natsjs.StreamConfig{
-		Description:       b.Description,
-		MaxAge:            b.TTL,
-		MaxMsgsPerSubject: history,
-		Replicas:          max(b.Replicas, 1),
-		Storage:           b.Storage,
+		Description:        b.Description,
+		MaxAge:             b.TTL,
+		MaxMsgsPerSubject:  history,
+		Replicas:           max(b.Replicas, 1),
+		Storage:            b.Storage,
+		AllowAtomicPublish: slices.Contains(d.AtomicBuckets, b.Bucket),
 	}
 }
 
@@ -374,6 +379,8 @@ var bucketFields = []field[natsjs.StreamConfig]{
 		set: func(d, s *natsjs.StreamConfig) { d.MaxMsgsPerSubject = s.MaxMsgsPerSubject }},
 	{name: "num_replicas", get: func(c *natsjs.StreamConfig) string { return strconv.Itoa(c.Replicas) },
 		set: func(d, s *natsjs.StreamConfig) { d.Replicas = s.Replicas }},
+	{name: "allow_atomic", get: func(c *natsjs.StreamConfig) string { return strconv.FormatBool(c.AllowAtomicPublish) },
+		set: func(d, s *natsjs.StreamConfig) { d.AllowAtomicPublish = s.AllowAtomicPublish }},
 }
 
 var consumerFields = []field[natsjs.ConsumerConfig]{

@@ -74,11 +74,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.DeliveryOrders, "delivery-orders", cfg.DeliveryOrders, "orders per run in scenario 3b")
 	fs.IntVar(&cfg.LimitChats, "limit-chats", cfg.LimitChats, "notifications (one per chat) in scenario 4a")
 	fs.IntVar(&cfg.CeilingMessages, "ceiling-messages", cfg.CeilingMessages, "messages the worker sends in scenario 5")
+	fs.IntVar(&cfg.CeilingSyncMessages, "ceiling-sync-messages", cfg.CeilingSyncMessages, "messages the worker sends in scenario 5 on an fsync-always server")
 	fs.IntVar(&cfg.CeilingInFlight, "ceiling-in-flight", cfg.CeilingInFlight, "the worker's -max-in-flight in scenario 5")
 	fs.IntVar(&cfg.MemoryPending, "memory-pending", cfg.MemoryPending, "pending notifications in scenario 6")
 	fs.IntVar(&cfg.MemoryChats, "memory-chats", cfg.MemoryChats, "chats they spread over in scenario 6")
 	fs.IntVar(&cfg.FailoverRuns, "failover-runs", cfg.FailoverRuns, "runs of each fault of scenario 7 (at least 3)")
 	fs.Float64Var(&cfg.FailoverRate, "failover-rate", cfg.FailoverRate, "orders per second during scenario 7's runs")
+	fs.IntVar(&cfg.EndToEndRate, "end-to-end-rate", cfg.EndToEndRate, "orders per second the shop places in scenario 8")
+	fs.DurationVar(&cfg.EndToEndDuration, "end-to-end-duration", cfg.EndToEndDuration, "how long the shop places them in scenario 8 (whole seconds)")
+	fs.IntVar(&cfg.EndToEndChats, "end-to-end-chats", cfg.EndToEndChats, "chats the orders of scenario 8 go to, round robin")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: bench [flags]
 

@@ -10,7 +10,7 @@ import (
 )
 
 // Scenarios lists the scenario groups [Run] knows, in the order it runs them.
-var Scenarios = []string{"1", "2", "3", "4", "5", "6", "7"}
+var Scenarios = []string{"1", "2", "3", "4", "5", "6", "7", "8"}
 
 // Config is what the suite runs and how big each scenario is. Start from
 // [Defaults] (the sizes issue 7 names) or [Smoke] (tiny sizes for a test).
@@ -26,7 +26,7 @@ type Config struct {
 	// addresses and store directory replaced, and sync_interval as each
 	// scenario says.
 	NATSConfig string
-	// Only selects scenario groups ("1".."6"); empty runs all.
+	// Only selects scenario groups ("1".."8"); empty runs all.
 	Only []string
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer `json:"-"`
@@ -73,6 +73,10 @@ type Config struct {
 	FailoverRuns                   int
 	FailoverRate                   float64
 	FailoverWarmup, FailoverWindow time.Duration
+	// EndToEndRate is how many orders a second scenario 8 places, for
+	// EndToEndDuration, round robin over EndToEndChats chats.
+	EndToEndRate, EndToEndChats int
+	EndToEndDuration            time.Duration
 }
 
 // Defaults returns the full suite of issue 7, sized to take about a quarter
@@ -95,6 +99,7 @@ func Defaults() Config {
 		CeilingMessages: 50_000, CeilingInFlight: 64, CeilingSyncMessages: 5_000,
 		MemoryPending: 100_000, MemoryChats: 50_000, MemoryObserve: 12 * time.Second,
 		FailoverRuns: 3, FailoverRate: 20, FailoverWarmup: 5 * time.Second, FailoverWindow: 15 * time.Second,
+		EndToEndRate: 1000, EndToEndChats: 10_000, EndToEndDuration: time.Minute,
 	}
 }
 
@@ -115,6 +120,7 @@ func Smoke(binDir, workDir, natsConfig string) Config {
 		CeilingMessages: 300, CeilingInFlight: 16, CeilingSyncMessages: 50,
 		MemoryPending: 600, MemoryChats: 300, MemoryObserve: 500 * time.Millisecond,
 		FailoverRuns: 1, FailoverRate: 10, FailoverWarmup: time.Second, FailoverWindow: 3 * time.Second,
+		EndToEndRate: 100, EndToEndChats: 50, EndToEndDuration: time.Second,
 	}
 }
 
@@ -141,6 +147,7 @@ func (c Config) Validate() error {
 		{"StormOrders", c.StormOrders}, {"StormPauses", c.StormPauses},
 		{"CeilingMessages", c.CeilingMessages}, {"CeilingInFlight", c.CeilingInFlight}, {"CeilingSyncMessages", c.CeilingSyncMessages},
 		{"MemoryPending", c.MemoryPending}, {"MemoryChats", c.MemoryChats}, {"FailoverRuns", c.FailoverRuns},
+		{"EndToEndRate", c.EndToEndRate}, {"EndToEndChats", c.EndToEndChats},
 	} {
 		if p.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", p.name, p.v))
@@ -161,6 +168,12 @@ func (c Config) Validate() error {
 	if c.FailoverRate <= 0 || c.FailoverRate > 25 || c.FailoverWarmup <= 0 || c.FailoverWindow < 2*time.Second {
 		errs = append(errs, fmt.Errorf("FailoverRate %v (want (0, 25] a second: under Telegram's 30), FailoverWarmup %v and FailoverWindow %v (at least 2s) are not usable",
 			c.FailoverRate, c.FailoverWarmup, c.FailoverWindow))
+	}
+	if c.EndToEndDuration < time.Second || c.EndToEndDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("EndToEndDuration: %v must be whole seconds", c.EndToEndDuration))
+	}
+	if c.EndToEndRate > int(time.Second) {
+		errs = append(errs, fmt.Errorf("EndToEndRate: %d orders a second is more than one a nanosecond", c.EndToEndRate))
 	}
 	return errors.Join(errs...)
 }

@@ -30,9 +30,16 @@ type pipeline struct {
 	shop *shopDB
 }
 
-// withPipeline runs f on a fresh pipeline whose emulator enforces limits.
+// withPipeline runs f on a fresh pipeline whose emulator enforces limits,
+// on a server with the default sync.
 func (r *runner) withPipeline(ctx context.Context, name string, limits emulator.Limits, workerFlags []string, f func(*pipeline) error) error {
-	return r.withStack(ctx, name, syncDefault, func(st *stack) error {
+	return r.withSyncPipeline(ctx, name, syncDefault, limits, workerFlags, f)
+}
+
+// withSyncPipeline runs f on a fresh pipeline whose emulator enforces
+// limits, on a server that stores messages as sync says.
+func (r *runner) withSyncPipeline(ctx context.Context, name string, sync serverSync, limits emulator.Limits, workerFlags []string, f func(*pipeline) error) error {
+	return r.withStack(ctx, name, sync, func(st *stack) error {
 		if err := st.provision(ctx); err != nil {
 			return err
 		}

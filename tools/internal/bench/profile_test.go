@@ -41,12 +41,18 @@ func profileRunner(tb testing.TB) *runner {
 // BenchmarkWorkerCeiling is scenario 5 with pkg/delivery running in this
 // process (wired as cmd/telegram-worker wires it, with scenario 5's flags)
 // instead of bin/telegram-worker: b.N messages to distinct chats, limits
-// off. The profile holds the worker and the emulator; the nats-server is a
-// separate process.
+// off, on a server with the default sync (5) and one that fsyncs every
+// write (5′). The profile holds the worker and the emulator; the
+// nats-server is a separate process.
 func BenchmarkWorkerCeiling(b *testing.B) {
+	b.Run("default-sync", func(b *testing.B) { benchmarkWorkerCeiling(b, syncDefault) })
+	b.Run("sync-always", func(b *testing.B) { benchmarkWorkerCeiling(b, syncAlways) })
+}
+
+func benchmarkWorkerCeiling(b *testing.B, sync serverSync) {
 	r := profileRunner(b)
 	ctx := context.Background()
-	st, err := r.newStack(ctx, "profile-worker", syncDefault)
+	st, err := r.newStack(ctx, "profile-worker", sync)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,21 +78,22 @@ func BenchmarkWorkerCeiling(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := delivery.New(delivery.Config{MaxInFlight: r.cfg.CeilingInFlight},
-		delivery.Deps{JS: st.js, Resources: res, Channel: ch, Logger: discard(), Registry: prometheus.NewRegistry()})
+	reg := prometheus.NewRegistry()
+	w, err := delivery.New(delivery.Config{MaxInFlight: r.cfg.CeilingInFlight, SingleRecordWrites: sync == syncDefault},
+		delivery.Deps{JS: st.js, Resources: res, Channel: ch, Logger: discard(), Registry: reg})
 	if err != nil {
 		b.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	b.ResetTimer()
-	start := time.Now()
+	before := st.clocks()
 	go func() { done <- w.Run(runCtx) }()
 	err = waitFor(ctx, 10*time.Minute, "for every message to be sent", func() bool { return st.emu.emu.Stats().Delivered >= int64(b.N) })
 	if err == nil {
 		err = waitFor(ctx, time.Minute, "for every message to be acknowledged", func() bool { return consumerIdle(ctx, st.js) })
 	}
-	elapsed := time.Since(start)
+	f := before.figures(st.clocks(), b.N)
 	b.StopTimer()
 	stop()
 	if rerr := <-done; rerr != nil {
@@ -95,7 +102,34 @@ func BenchmarkWorkerCeiling(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(f.rate(), "msgs/s")
+	b.ReportMetric(f.cpu(), "cpu-µs/msg")
+	b.ReportMetric(f.serverCPU(), "server-cpu-µs/msg")
+	b.ReportMetric(counterValue(reg, "tgnotify_worker_event_errors_total"), "event-errors")
+	b.ReportMetric(counterValue(reg, "tgnotify_worker_record_errors_total"), "record-errors")
+	for name, unit := range map[string]string{
+		"tgnotify_worker_record_lookup_batch_keys":   "keys/lookup",
+		"tgnotify_worker_record_write_batch_records": "records/write",
+	} {
+		if n, sum := histogram(reg, name); n > 0 {
+			b.ReportMetric(sum/float64(n), unit)
+		}
+	}
+}
+
+// histogram returns the count and sum of a histogram in reg.
+func histogram(reg *prometheus.Registry, name string) (uint64, float64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	return 0, 0
 }
 
 // BenchmarkDrainOutbox is scenario 2's outbox side alone: pkg/publisher

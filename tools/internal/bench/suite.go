@@ -123,6 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"5", r.ceiling},
 		{"6", r.memory},
 		{"7", r.failover},
+		{"8", r.endToEnd},
 	} {
 		if !cfg.selected(g.id) {
 			continue

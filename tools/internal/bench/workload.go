@@ -202,6 +202,21 @@ func streamMsgs(ctx context.Context, js natsjs.JetStream) (uint64, error) {
 	return info.State.Msgs, nil
 }
 
+// subjectMsgs returns the number of messages in NOTIFY on subject.
+func subjectMsgs(ctx context.Context, js natsjs.JetStream, subject string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	s, err := js.Stream(ctx, jetstream.StreamNotify)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx, natsjs.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Subjects[subject], nil
+}
+
 // consumerIdle reports whether the worker's consumer has nothing pending and
 // nothing unacknowledged: every message was handled and acked.
 func consumerIdle(ctx context.Context, js natsjs.JetStream) bool {

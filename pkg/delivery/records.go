@@ -1,0 +1,527 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+)
+
+// Delivery records are read in batches and written without waiting for one
+// another.
+//
+// Reading: before a send the worker must know whether the notification's
+// key was delivered or cancelled already (its notify_delivered entry: a
+// delivery record, a send claim or a cancel mark, with its revision), and
+// the answer must be at least as recent as the send's start (another worker
+// that lost the pin, or the worker of another channel, may write a record
+// at any time up to then). So the lookup stays where it was, right before
+// the request, but the lookups of the attempts that start together are one
+// request: a single direct get of the last message of every key's subject
+// (the server's multi_last batch), instead of one KV get per message. While
+// one batch is on its way the next attempts queue up, so the batches grow
+// with the load.
+//
+// Writing: a record is published asynchronously, so the records of the
+// messages in flight travel to the server together and are stored one
+// after another without a round trip between them; each message is acked
+// (without waiting for the server's confirmation) only once its own
+// record's PubAck arrived: the record of a delivery is stored, and fsynced
+// on a server with sync_interval: always, before its ack, so a redelivery
+// always finds it. A record replaces the attempt's send claim (cancel.go)
+// and carries the claim's revision as the expected last sequence of its
+// subject, in a batch too: the server stores it only over that claim.
+
+// maxLookupBatch bounds the keys of one batched lookup; the server answers
+// at most 1024 subjects in one request.
+const maxLookupBatch = 256
+
+// lookupTimeout bounds one batched lookup.
+const lookupTimeout = 5 * time.Second
+
+// Headers and statuses of the server's direct get answers.
+const (
+	kvOperationHeader = "KV-Operation"
+	statusHeader      = "Status"
+	descriptionHeader = "Description"
+)
+
+// errIncompleteAnswer is returned when a batched read ended before the
+// server said it was complete: nothing can be concluded from what came.
+var errIncompleteAnswer = errors.New("incomplete answer to a batched read")
+
+// bucketSubjects names the stream and subjects of a KV bucket.
+type bucketSubjects struct {
+	stream string // KV_<bucket>
+	prefix string // $KV.<bucket>.
+}
+
+func subjectsOf(kv natsjs.KeyValue) bucketSubjects {
+	return bucketSubjects{stream: "KV_" + kv.Bucket(), prefix: "$KV." + kv.Bucket() + "."}
+}
+
+// lastValue is the last value of a bucket key, with its revision.
+type lastValue struct {
+	data []byte
+	rev  uint64
+}
+
+// readLast reads the last value of each of keys (bucket keys, not
+// idempotency keys) in one batched direct get, and returns the values (with
+// their revisions) of the keys that have one; a deleted or purged key has
+// none. It fails unless the server said the answer was complete: a partial
+// answer would make a delivered message look undelivered.
+func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (map[string]lastValue, error) {
+	subjects := make([]string, len(keys))
+	for i, k := range keys {
+		subjects[i] = b.prefix + k
+	}
+	req, err := json.Marshal(struct {
+		MultiLastFor []string `json:"multi_last"`
+	}{subjects})
+	if err != nil {
+		return nil, err
+	}
+	prefix := s.js.Options().APIPrefix
+	if prefix == "" {
+		prefix = natsjs.DefaultAPIPrefix
+	}
+	answers, done, err := s.direct.request(prefix+"DIRECT.GET."+b.stream, req, len(keys)+1)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", b.stream, err)
+	}
+	defer done()
+	found := make(map[string]lastValue)
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-answers:
+		case <-ctx.Done():
+			return nil, jetstream.Denied(s.js.Conn(), fmt.Errorf("reading %s: %w (%w)", b.stream, errIncompleteAnswer, ctx.Err()))
+		}
+		if status := m.Header.Get(statusHeader); status != "" {
+			desc := m.Header.Get(descriptionHeader)
+			switch {
+			case status == "204" && desc == "EOB":
+				return found, nil
+			case status == "404" && desc == "No Results" && len(found) == 0:
+				return found, nil
+			}
+			return nil, fmt.Errorf("reading %s: the server answered %s %s", b.stream, status, desc)
+		}
+		key, ok := strings.CutPrefix(m.Header.Get(natsjs.SubjectHeader), b.prefix)
+		if !ok {
+			return nil, fmt.Errorf("reading %s: an answer for subject %q, which was not asked for", b.stream, m.Header.Get(natsjs.SubjectHeader))
+		}
+		switch m.Header.Get(kvOperationHeader) {
+		case "DEL", "PURGE":
+			delete(found, key)
+		default:
+			rev, err := strconv.ParseUint(m.Header.Get(natsjs.SequenceHeader), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: an answer for %q without a valid sequence: %w", b.stream, key, err)
+			}
+			found[key] = lastValue{data: m.Data, rev: rev}
+		}
+	}
+}
+
+// directReader sends requests that are answered with several messages (the
+// server's batched direct gets) over one long-lived subscription, the way
+// nats.go's request/reply shares one for single answers: a subscription of
+// its own for every request would cost a subscribe and an unsubscribe, and
+// nats.go gives each a channel of 65536 slots (512 KiB) to allocate and
+// collect.
+type directReader struct {
+	nc *nats.Conn
+
+	mu      sync.Mutex
+	sub     *nats.Subscription
+	inbox   string // <inbox>., the subscription covers <inbox>.*
+	next    uint64
+	waiting map[string]chan *nats.Msg
+}
+
+func newDirectReader(nc *nats.Conn) *directReader {
+	return &directReader{nc: nc, waiting: map[string]chan *nats.Msg{}}
+}
+
+// request publishes data to subject and returns the channel its answers
+// arrive on (at most max of them are buffered; more are dropped, and the
+// asker, which never asks for more than it can take, times out) and the
+// function that forgets the request.
+func (d *directReader) request(subject string, data []byte, max int) (<-chan *nats.Msg, func(), error) {
+	d.mu.Lock()
+	if d.sub == nil {
+		inbox := d.nc.NewInbox() + "."
+		sub, err := d.nc.Subscribe(inbox+"*", d.deliver)
+		if err != nil {
+			d.mu.Unlock()
+			return nil, nil, err
+		}
+		d.sub, d.inbox = sub, inbox
+	}
+	d.next++
+	token := strconv.FormatUint(d.next, 36)
+	ch := make(chan *nats.Msg, max)
+	d.waiting[token] = ch
+	reply := d.inbox + token
+	d.mu.Unlock()
+	done := func() {
+		d.mu.Lock()
+		delete(d.waiting, token)
+		d.mu.Unlock()
+	}
+	if err := d.nc.PublishRequest(subject, reply, data); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return ch, done, nil
+}
+
+// deliver hands an answer to the request it belongs to.
+func (d *directReader) deliver(m *nats.Msg) {
+	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	d.mu.Lock()
+	ch := d.waiting[token]
+	d.mu.Unlock()
+	if ch == nil {
+		return // a request given up on
+	}
+	select {
+	case ch <- m:
+	default:
+	}
+}
+
+// close ends the subscription.
+func (d *directReader) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sub != nil {
+		_ = d.sub.Unsubscribe()
+		d.sub = nil
+	}
+}
+
+// readRecords reads the notify_delivered entries of keys in one batched
+// read: a key without an entry has none in the map. An entry is a delivery
+// record, a send claim or a cancel mark (cancel.go), with its revision.
+func (s *store) readRecords(ctx context.Context, keys []string) (map[string]*entry, error) {
+	bucketKeys := make([]string, len(keys))
+	byBucketKey := make(map[string]string, len(keys))
+	for i, k := range keys {
+		bucketKeys[i] = RecordKey(k)
+		byBucketKey[bucketKeys[i]] = k
+	}
+	values, err := s.readLast(ctx, s.deliveredSubjects, bucketKeys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*entry, len(values))
+	for bk, v := range values {
+		key := byBucketKey[bk]
+		out[key] = parseEntry(key, v.data, v.rev)
+	}
+	return out, nil
+}
+
+// lookupRequest is one attempt's question to the batcher.
+type lookupRequest struct {
+	key    string
+	answer chan lookupAnswer // buffered: the batcher never waits for the asker
+}
+
+type lookupAnswer struct {
+	e   *entry // nil: no entry
+	err error
+}
+
+// lookups batches the record lookups of attempts that start together
+// (see the top of this file). Its run loop is the only reader.
+type lookups struct {
+	s    *store
+	reqs chan lookupRequest
+	// observe receives the size of every batch read (a metric).
+	observe func(n int)
+}
+
+func newLookups(s *store, observe func(int)) *lookups {
+	return &lookups{s: s, reqs: make(chan lookupRequest, maxLookupBatch), observe: observe}
+}
+
+// run answers lookups until ctx ends: it takes the first waiting request,
+// and every other one queued behind it, and reads their keys at once.
+func (l *lookups) run(ctx context.Context) {
+	batch := make([]lookupRequest, 0, maxLookupBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-l.reqs:
+			batch = append(batch, r)
+		}
+	more:
+		for len(batch) < maxLookupBatch {
+			select {
+			case r := <-l.reqs:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		keys := make([]string, 0, len(batch))
+		seen := make(map[string]bool, len(batch))
+		for _, r := range batch {
+			if !seen[r.key] {
+				seen[r.key] = true
+				keys = append(keys, r.key)
+			}
+		}
+		l.observe(len(keys))
+		rctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		found, err := l.s.readRecords(rctx, keys)
+		cancel()
+		for _, r := range batch {
+			r.answer <- lookupAnswer{e: found[r.key], err: err}
+		}
+	}
+}
+
+// get looks key's entry up with the next batch; nil when there is none.
+func (l *lookups) get(ctx context.Context, key string) (*entry, error) {
+	r := lookupRequest{key: key, answer: make(chan lookupAnswer, 1)}
+	select {
+	case l.reqs <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case a := <-r.answer:
+		return a.e, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// recordMsg is the KV write of a delivery record, as a message that can be
+// published asynchronously: over this attempt's send claim, at its revision
+// (claim > 0: a KV Update, refused when the entry changed since), or a put.
+func (s *store) recordMsg(r DeliveryRecord, claim uint64) (*nats.Msg, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	m := &nats.Msg{Subject: s.deliveredSubjects.prefix + RecordKey(r.Key), Data: b}
+	if claim > 0 {
+		m.Header = nats.Header{}
+		m.Header.Set(natsjs.ExpectedLastSubjSeqHeader, strconv.FormatUint(claim, 10))
+	}
+	return m, nil
+}
+
+// maxRecordBatch bounds the records of one atomic batch (the server takes
+// up to 1000).
+const maxRecordBatch = 256
+
+// minAtomicBatch is the fewest records written as an atomic batch. A batch
+// costs the server a staging store of its own (a directory, files and four
+// fsyncs): it pays only when many records wait; fewer are published one by
+// one, all at once.
+const minAtomicBatch = 16
+
+// recorder writes delivery records. With batches (notify_delivered takes
+// atomic batches, its stream has allow_atomic, and Config.SingleRecordWrites
+// is off), one write is on its way at a time, and the records of the
+// attempts that finish meanwhile gather into the next one: many are written
+// as one atomic batch, which a server with sync_interval: always stores with
+// one fsync instead of one per record (the worker's largest cost there), so
+// writes grow exactly when the server is slow to store them. Without, each
+// record is published at once, asynchronously. Either way an attempt waits
+// for its own record only; a write that fails is reported to each of its
+// attempts, which write their records again on their own.
+type recorder struct {
+	s   *store
+	log *slog.Logger
+	// batches: records are written through run, in batches.
+	batches atomic.Bool
+	single  bool // Config.SingleRecordWrites
+	reqs    chan recordRequest
+	// observe receives the size of every atomic batch (a metric).
+	observe func(n int)
+}
+
+// recordRequest is one attempt's record, and where its result goes.
+type recordRequest struct {
+	msg  *nats.Msg
+	done chan error // buffered: the recorder never waits for the attempt
+}
+
+func newRecorder(s *store, single bool, log *slog.Logger, observe func(int)) *recorder {
+	return &recorder{s: s, single: single, log: log, reqs: make(chan recordRequest, maxRecordBatch), observe: observe}
+}
+
+// start reads whether the bucket takes atomic batches.
+func (r *recorder) start(ctx context.Context) {
+	if r.single {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	stream, err := r.s.js.Stream(ctx, r.s.deliveredSubjects.stream)
+	if err != nil {
+		r.log.Warn("cannot read the configuration of the delivery records' stream; writing records one by one", "err", err)
+		return
+	}
+	r.batches.Store(stream.CachedInfo().Config.AllowAtomicPublish)
+}
+
+// write stores the proof of delivery over the attempt's send claim (at its
+// revision; 0 writes a plain put) and returns once the server has it (or it
+// failed). The key is remembered in memory first, so it counts even when the
+// write fails. A record whose claim is no longer the key's last entry is
+// refused, and fails the atomic batch it is in: each of that batch's
+// attempts then writes its record on its own (store.record), which knows
+// what to do with what it finds.
+func (r *recorder) write(ctx context.Context, rec DeliveryRecord, claim uint64) error {
+	r.s.remember(rec.Key)
+	m, err := r.s.recordMsg(rec, claim)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	if !r.batches.Load() {
+		f, err := r.s.js.PublishMsgAsync(m)
+		if err != nil {
+			return err
+		}
+		return jetstream.Denied(r.s.js.Conn(), stored(ctx, f))
+	}
+	req := recordRequest{msg: m, done: make(chan error, 1)}
+	select {
+	case r.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run writes the records that wait, until ctx ends: every record queued as
+// one write, one write at a time.
+func (r *recorder) run(ctx context.Context) {
+	for {
+		var batch []recordRequest
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-r.reqs:
+			batch = append(batch, req)
+		}
+	more:
+		for len(batch) < maxRecordBatch {
+			select {
+			case req := <-r.reqs:
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		r.writeAll(ctx, batch)
+	}
+}
+
+// writeAll writes a batch of records, atomically when it is large enough,
+// and tells each attempt.
+func (r *recorder) writeAll(ctx context.Context, batch []recordRequest) {
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	if len(batch) < minAtomicBatch || !r.batches.Load() {
+		futures := make([]natsjs.PubAckFuture, len(batch))
+		errs := make([]error, len(batch))
+		for i, req := range batch {
+			futures[i], errs[i] = r.s.js.PublishMsgAsync(req.msg)
+		}
+		for i, req := range batch {
+			if errs[i] == nil {
+				errs[i] = stored(ctx, futures[i])
+			}
+			req.done <- errs[i]
+		}
+		return
+	}
+	r.observe(len(batch))
+	err := r.commit(ctx, batch)
+	var apiErr *natsjs.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishNotEnabled {
+		if r.batches.CompareAndSwap(true, false) {
+			r.log.Warn("the delivery records' stream no longer takes atomic batches; writing records one by one", "stream", r.s.deliveredSubjects.stream)
+		}
+	}
+	for _, req := range batch {
+		req.done <- err
+	}
+}
+
+// commit publishes the batch atomically: the server stores every record or
+// none, and answers once they are stored (and fsynced, on a server with
+// sync_interval: always).
+func (r *recorder) commit(ctx context.Context, batch []recordRequest) error {
+	bp, err := jetstreamext.NewBatchPublisher(r.s.js, jetstreamext.BatchFlowControl{})
+	if err != nil {
+		return err
+	}
+	for _, req := range batch[:len(batch)-1] {
+		if err := bp.AddMsg(copyMsg(req.msg)); err != nil {
+			_ = bp.Discard()
+			return fmt.Errorf("writing a batch of %d delivery records: %w", len(batch), err)
+		}
+	}
+	if _, err := bp.CommitMsg(ctx, copyMsg(batch[len(batch)-1].msg)); err != nil {
+		return fmt.Errorf("writing a batch of %d delivery records: %w", len(batch), err)
+	}
+	return nil
+}
+
+// copyMsg copies a record's message for a batch, which adds its headers:
+// the original stays as it was for a write of its own after a failure.
+func copyMsg(m *nats.Msg) *nats.Msg {
+	c := &nats.Msg{Subject: m.Subject, Data: m.Data}
+	if len(m.Header) > 0 {
+		c.Header = make(nats.Header, len(m.Header))
+		for k, v := range m.Header {
+			c.Header[k] = append([]string(nil), v...)
+		}
+	}
+	return c
+}
+
+// stored waits for the PubAck of an asynchronous write.
+func stored(ctx context.Context, f natsjs.PubAckFuture) error {
+	select {
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

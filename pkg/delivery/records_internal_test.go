@@ -1,0 +1,398 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
+)
+
+// recordStore returns a store on a fresh server, its buckets provisioned as
+// the daemons provision them (notify_delivered takes atomic batches).
+func recordStore(t *testing.T) *store {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := jetstream.ProvisionWorker(ctx, js, jetstream.WorkerSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &store{
+		js: js, channel: "telegram", delivered: res.Delivered, attempts: res.Attempts, log: slog.New(slog.DiscardHandler), now: time.Now,
+		deliveredSubjects: subjectsOf(res.Delivered), attemptsSubjects: subjectsOf(res.Attempts), direct: newDirectReader(nc),
+		recent: map[string]struct{}{}, ring: make([]string, 16),
+	}
+	t.Cleanup(s.direct.close)
+	return s
+}
+
+// putRecord writes a delivery record as another worker would: this
+// process does not remember it.
+func putRecord(t *testing.T, s *store, r DeliveryRecord) {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.delivered.Put(context.Background(), RecordKey(r.Key), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One batched read answers for every key: a record, a value that is not a
+// record (delivered all the same), a deleted key and a key never written
+// (not delivered).
+func TestReadRecordsAnswersEveryKeyOfTheBatch(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	rec := DeliveryRecord{Key: "order:1", Channel: "telegram", Recipient: "100", ProviderID: "7", DeliveredAt: time.Now().UTC(), StreamSeq: 3}
+	putRecord(t, s, rec)
+	if _, err := s.delivered.Put(ctx, RecordKey("order:2"), []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.delivered.Put(ctx, RecordKey("order:3"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.delivered.Delete(ctx, RecordKey("order:3")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.readRecords(ctx, []string{"order:1", "order:2", "order:3", "order:4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := got["order:1"]; e == nil || e.corrupt || e.state() != StateDelivered || e.rec.ProviderID != "7" || e.rec.StreamSeq != 3 {
+		t.Errorf("order:1: got %+v, want delivered with its record", e)
+	}
+	if e := got["order:2"]; e == nil || !e.corrupt || e.state() != StateDelivered {
+		t.Errorf("order:2: got %+v, want delivered without a readable record", e)
+	}
+	for _, k := range []string{"order:3", "order:4"} {
+		if e := got[k]; e != nil {
+			t.Errorf("%s: got %+v, want no entry", k, e)
+		}
+	}
+	none, err := s.readRecords(ctx, []string{"order:5", "order:6"})
+	if err != nil || len(none) != 0 {
+		t.Fatalf("keys never written: got %v, %v, want none found", none, err)
+	}
+}
+
+// Concurrent lookups are answered together, and each gets its own answer.
+func TestLookupsBatchConcurrentAttempts(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	for i := range 50 {
+		if i%2 == 0 {
+			putRecord(t, s, DeliveryRecord{Key: fmt.Sprint("k", i), Channel: "telegram"})
+		}
+	}
+	var mu sync.Mutex
+	var batches []int
+	l := newLookups(s, func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() })
+	s.lookups = l
+	// The requests queue up before the batcher runs, so they are read in
+	// one batch.
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := range 50 {
+		wg.Go(func() {
+			found, err := s.isDelivered(ctx, fmt.Sprint("k", i))
+			switch {
+			case err != nil:
+				errs <- err
+			case found != (i%2 == 0):
+				errs <- fmt.Errorf("k%d: got delivered %v, want %v", i, found, i%2 == 0)
+			}
+		})
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(l.reqs) == 50 }, "50 lookups queued")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); l.run(runCtx) }()
+	wg.Wait()
+	stop()
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(batches) != 1 || batches[0] != 50 {
+		t.Fatalf("batches of %v keys, want one of 50", batches)
+	}
+}
+
+// Records that wait while a write is on its way are written as one atomic
+// batch; every attempt learns that its own record is stored, and it is.
+func TestRecorderWritesWaitingRecordsAsOneBatch(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	var batches []int
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r.start(ctx)
+	if !r.batches.Load() {
+		t.Fatal("notify_delivered as provisioned does not take atomic batches")
+	}
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := r.write(ctx, DeliveryRecord{Key: fmt.Sprint("b", i), Channel: "telegram"}, 0); err != nil {
+				errs <- err
+			}
+		})
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == n }, "records queued")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(runCtx) }()
+	wg.Wait()
+	stop()
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(batches) != 1 || batches[0] != n {
+		t.Fatalf("atomic batches of %v records, want one of %d", batches, n)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("b", i)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil || len(found) != n {
+		t.Fatalf("%d of %d records stored (%v)", len(found), n, err)
+	}
+}
+
+// A bucket that takes no atomic batches (provisioned before they were
+// declared) fails the batch; the recorder writes every record on its own
+// from then on.
+func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	stream, err := s.js.Stream(ctx, s.deliveredSubjects.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {})
+	r.batches.Store(true) // as if read before the change
+	batch := make([]recordRequest, minAtomicBatch)
+	for i := range batch {
+		m, err := s.recordMsg(DeliveryRecord{Key: fmt.Sprint("c", i)}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch[i] = recordRequest{msg: m, done: make(chan error, 1)}
+	}
+	r.writeAll(ctx, batch)
+	var apiErr *natsjs.APIError
+	if err := <-batch[0].done; !errors.As(err, &apiErr) {
+		t.Fatalf("the batch's write: got %v, want the server's refusal", err)
+	}
+	if r.batches.Load() {
+		t.Fatal("the recorder still writes batches")
+	}
+	if err := r.write(ctx, DeliveryRecord{Key: "c0"}, 0); err != nil {
+		t.Fatalf("a record on its own: %v", err)
+	}
+	if found, err := s.readRecords(ctx, []string{"c0"}); err != nil || found["c0"] == nil || found["c0"].state() != StateDelivered {
+		t.Fatalf("the record written on its own is not stored (%v)", err)
+	}
+}
+
+// A batched read returns every kind of entry with its revision: a send
+// claim, a cancel mark and a delivery record. Of these only the claim
+// leaves the key unsettled: the send it announces may have failed.
+func TestReadRecordsTellsClaimsAndCancelMarks(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	c, err := s.claim(ctx, "sending", "100", 4)
+	if err != nil || c.rev == 0 {
+		t.Fatalf("claim = %+v, %v; want a claim", c, err)
+	}
+	if res, err := Cancel(ctx, s.js, "cancelled", "test", time.Now()); err != nil || res.Outcome != Cancelled {
+		t.Fatalf("Cancel = %+v, %v; want cancelled", res, err)
+	}
+	putRecord(t, s, DeliveryRecord{Key: "delivered", Channel: "telegram", Recipient: "100"})
+	got, err := s.readRecords(ctx, []string{"sending", "cancelled", "delivered"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"sending": StateSending, "cancelled": StateCancelled, "delivered": StateDelivered} {
+		e := got[key]
+		if e == nil || e.corrupt || e.state() != want {
+			t.Errorf("%s: got %+v, want state %q", key, e, want)
+			continue
+		}
+		single, err := readEntry(ctx, s.delivered, key)
+		if err != nil || single == nil || single.rev != e.rev {
+			t.Errorf("%s: revision %d in the batch, want %v (%v)", key, e.rev, single, err)
+		}
+	}
+	if got["sending"] != nil && got["sending"].rev != c.rev {
+		t.Errorf("claim's revision: got %d, want %d", got["sending"].rev, c.rev)
+	}
+	settled, err := s.settledKeys(ctx, []string{"sending", "cancelled", "delivered"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{"sending": false, "cancelled": true, "delivered": true} {
+		if settled[key] != want {
+			t.Errorf("settled[%s]: got %v, want %v", key, settled[key], want)
+		}
+	}
+}
+
+// claimKeys claims n keys named prefix0... and returns their revisions.
+func claimKeys(t *testing.T, s *store, prefix string, n int) []uint64 {
+	t.Helper()
+	revs := make([]uint64, n)
+	for i := range revs {
+		c, err := s.claim(context.Background(), fmt.Sprint(prefix, i), "100", uint64(i+1))
+		if err != nil || c.rev == 0 {
+			t.Fatalf("claim = %+v, %v; want a claim", c, err)
+		}
+		revs[i] = c.rev
+	}
+	return revs
+}
+
+// Records over send claims are written in one atomic batch, each at its
+// claim's revision, and replace the claims.
+func TestRecorderWritesRecordsOverClaimsInOneBatch(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	var batches []int
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r.start(ctx)
+	const n = 2 * minAtomicBatch
+	revs := claimKeys(t, s, "d", n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := r.write(ctx, DeliveryRecord{Key: fmt.Sprint("d", i), Channel: "telegram"}, revs[i]); err != nil {
+				errs <- err
+			}
+		})
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == n }, "records queued")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(runCtx) }()
+	wg.Wait()
+	stop()
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(batches) != 1 || batches[0] != n {
+		t.Fatalf("atomic batches of %v records, want one of %d", batches, n)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("d", i)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if e := found[k]; e == nil || e.state() != StateDelivered {
+			t.Errorf("%s: got %+v, want a delivery record", k, e)
+		}
+	}
+}
+
+// A record whose claim was taken over (another worker's attempt on the
+// same key) is refused, and with it its whole atomic batch: nothing of the
+// batch is stored, and each attempt then writes its record on its own.
+func TestRecorderBatchFailsOverAStaleClaim(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {})
+	r.start(ctx)
+	if !r.batches.Load() {
+		t.Fatal("notify_delivered as provisioned does not take atomic batches")
+	}
+	revs := claimKeys(t, s, "s", minAtomicBatch)
+	// Taken over: the first claim's revision is stale.
+	taken, err := s.claim(ctx, "s0", "100", 1)
+	if err != nil || taken.rev <= revs[0] {
+		t.Fatalf("claim taken over = %+v, %v; want a later revision", taken, err)
+	}
+	batch := make([]recordRequest, minAtomicBatch)
+	for i := range batch {
+		m, err := s.recordMsg(DeliveryRecord{Key: fmt.Sprint("s", i), Channel: "telegram"}, revs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch[i] = recordRequest{msg: m, done: make(chan error, 1)}
+	}
+	r.writeAll(ctx, batch)
+	for i, req := range batch {
+		if err := <-req.done; !wrongRevision(err) {
+			t.Fatalf("record %d of the batch: got %v, want the wrong revision refused", i, err)
+		}
+	}
+	if !r.batches.Load() {
+		t.Fatal("a refused record stopped the batches")
+	}
+	keys := make([]string, minAtomicBatch)
+	for i := range keys {
+		keys[i] = fmt.Sprint("s", i)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if e := found[k]; e == nil || e.state() != StateSending {
+			t.Fatalf("%s: got %+v, want its claim still (nothing of the batch stored)", k, e)
+		}
+	}
+	for i, k := range keys {
+		if err := s.record(ctx, DeliveryRecord{Key: k, Channel: "telegram"}, revs[i]); err != nil {
+			t.Fatalf("%s on its own: %v", k, err)
+		}
+	}
+	found, err = s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if e := found[k]; e == nil || e.state() != StateDelivered {
+			t.Errorf("%s: got %+v, want a delivery record", k, e)
+		}
+	}
+}
