@@ -52,11 +52,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	case e != nil && e.state() == StateCancelled:
 		return w.cancelled(j, e.rec, now)
 	case e != nil && e.state() == StateDelivered:
-		var rec *DeliveryRecord
-		if !e.corrupt {
-			rec = &e.rec
-		}
-		return w.alreadyDelivered(j, rec, now)
+		return w.alreadyDelivered(j, e.record(), now)
 	}
 	// A send claim left by an attempt that died mid-send: sent again, as
 	// before claims existed (the crash window of delivered).
@@ -108,7 +104,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	case c.found != nil && c.found.state() == StateCancelled:
 		return w.cancelled(j, c.found.rec, now)
 	case c.found != nil:
-		return w.alreadyDelivered(j, &c.found.rec, now)
+		return w.alreadyDelivered(j, c.found.record(), now)
 	}
 	keep := false
 	defer func() {

@@ -68,6 +68,15 @@ func (e *entry) state() string {
 	return e.rec.State
 }
 
+// record is the entry's delivery record to tell the application again;
+// nil when the entry is not readable as one.
+func (e *entry) record() *DeliveryRecord {
+	if e.corrupt {
+		return nil
+	}
+	return &e.rec
+}
+
 // readEntry reads the entry of key; nil when there is none.
 func readEntry(ctx context.Context, kv natsjs.KeyValue, key string) (*entry, error) {
 	e, err := kv.Get(ctx, RecordKey(key))
