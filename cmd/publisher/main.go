@@ -105,6 +105,8 @@ func parse(args []string, out io.Writer) (*settings, error) {
 		Check(config.Positive)
 	config.Int(cs, &p.PurgeChunk, "purge-chunk", publisher.DefaultPurgeChunk, "most rows deleted in one transaction").
 		Check(config.Positive)
+	config.Duration(cs, &p.CancelInterval, "cancel-interval", publisher.DefaultCancelInterval, "how often rows the application cancelled after they were published are carried to the workers as cancel marks").
+		Check(config.Positive)
 	config.Duration(cs, &p.CheckpointInterval, "checkpoint-interval", publisher.DefaultCheckpointInterval, "how often the WAL is copied into the database (PASSIVE checkpoint, never waits)").
 		Check(config.Positive)
 	config.Duration(cs, &p.TruncateInterval, "truncate-interval", publisher.DefaultTruncateInterval, "how often the -wal file is truncated (TRUNCATE checkpoint; waits at most 200ms for readers, PASSIVE when they are in the way)").

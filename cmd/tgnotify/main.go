@@ -3,6 +3,7 @@
 //
 //	tgnotify provision [flags]                 create or update the streams, consumers and buckets
 //	tgnotify status [-db PATH] KEY             the whole trail of one notification
+//	tgnotify cancel [-db PATH] KEY             cancel one notification before it is sent
 //	tgnotify dlq list|show|replay|purge ...    dead letters, with filters
 //	tgnotify dlq report ...                    the scheduled dead-letter review
 //	tgnotify chat revive [-channel C] ID       send to a recipient marked dead again
@@ -33,7 +34,17 @@ func main() {
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "tgnotify:", err)
 	}
-	os.Exit(daemon.ExitCode(err))
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the exit status for err: a command's own (cancel's 3 for too
+// late), else 0, 1 or 2 as for the daemons.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return daemon.ExitCode(err)
 }
 
 // streams are the command's outputs and environment.
@@ -54,6 +65,7 @@ func commands() []command {
 	return []command{
 		{name: "provision", summary: "create the missing streams, consumers and buckets, and update what differs from the declaration", run: runProvision},
 		{name: "status", summary: "the whole trail of one notification: outbox row, NOTIFY messages, attempts, delivery, dead letters, events", run: runStatus},
+		{name: "cancel", summary: "cancel one notification before it is sent; says whether it was in time (exit 3: too late)", run: runCancel},
 		{name: "dlq", summary: "dead letters: list, show, replay, purge (filters by channel, reason, recipient, key, time); report (the scheduled review)", run: runDLQ},
 		{name: "chat", summary: "revive a recipient a channel marked dead (chat revive ID)", run: runChat},
 	}

@@ -14,7 +14,6 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/config/configtest"
-	"github.com/tgnotify/tgnotify/internal/daemon"
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
@@ -28,7 +27,7 @@ func run(t *testing.T, env map[string]string, args ...string) (int, string, stri
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		stderr.WriteString("tgnotify: " + err.Error() + "\n")
 	}
-	return daemon.ExitCode(err), stdout.String(), stderr.String()
+	return exitCode(err), stdout.String(), stderr.String()
 }
 
 func writeFile(t *testing.T, content string) string {
@@ -70,6 +69,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"dlq", "show", "-h"}, []string{"Usage: tgnotify dlq show", "-nats URLs"}},
 		{[]string{"dlq", "replay", "-h"}, []string{"Usage: tgnotify dlq replay", "<key>:replay:<dead-letter seq>", "-all", "-reason reason", "-nats URLs"}},
 		{[]string{"dlq", "purge", "-h"}, []string{"Usage: tgnotify dlq purge", "-dry-run", "-all", "-nats URLs"}},
+		{[]string{"cancel", "-h"}, []string{"Usage: tgnotify cancel [-db PATH] [flags] KEY", "-db PATH", "-nats URLs", "exit 3"}},
 		{[]string{"chat", "-h"}, []string{"Usage: tgnotify chat revive [-channel telegram] [flags] ID"}},
 		{[]string{"chat", "revive", "-h"}, []string{"Usage: tgnotify chat revive", "-channel channel", "-nats URLs"}},
 	} {
@@ -88,6 +88,7 @@ func TestHelp(t *testing.T) {
 		want string
 	}{
 		{[]string{"status"}, "want one KEY after the flags"},
+		{[]string{"cancel"}, "want one KEY after the flags"},
 		{[]string{"dlq"}, "no dlq command given"},
 		{[]string{"dlq", "drop"}, `unknown dlq command "drop"`},
 		{[]string{"dlq", "show"}, "give the SEQ of at least one dead letter"},

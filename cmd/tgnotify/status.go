@@ -15,6 +15,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/operator"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
@@ -124,6 +125,12 @@ func printTrail(w io.Writer, names jetstream.Names, t *operator.Trail, withDB bo
 		if !t.Outbox.PublishedAt.IsZero() {
 			pub = "published " + ts(t.Outbox.PublishedAt)
 		}
+		switch {
+		case t.Outbox.Cancelled && t.Outbox.CancelResult != "":
+			pub += ", cancelled (" + t.Outbox.CancelResult + ")"
+		case t.Outbox.Cancelled:
+			pub += ", cancelled"
+		}
 		fmt.Fprintf(w, "outbox: row %d, %s %s, created %s, %s\n", t.Outbox.ID, t.Outbox.Channel, t.Outbox.Recipient, ts(t.Outbox.CreatedAt), pub)
 	case withDB:
 		fmt.Fprintln(w, "outbox: no row (never written, or purged after publishing)")
@@ -151,6 +158,13 @@ func printTrail(w io.Writer, names jetstream.Names, t *operator.Trail, withDB bo
 		fmt.Fprintf(w, "delivered: %s %s, provider id %s, at %s (%s #%d)\n", d.Channel, d.Recipient, d.ProviderID, ts(d.DeliveredAt), names.Stream, d.StreamSeq)
 	} else {
 		fmt.Fprintln(w, "delivered: no delivery record")
+	}
+	switch m := t.Mark; {
+	case m == nil:
+	case m.State == delivery.StateCancelled:
+		fmt.Fprintf(w, "cancelled: by %s at %s\n", m.CancelledBy, ts(m.CancelledAt))
+	default:
+		fmt.Fprintf(w, "sending: claimed by %s for %s at %s (NOTIFY #%d)\n", m.Channel, m.Recipient, ts(m.ClaimedAt), m.StreamSeq)
 	}
 	fmt.Fprintf(w, "dead letters: %d\n", len(t.DeadLetters))
 	for _, d := range t.DeadLetters {

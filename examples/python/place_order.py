@@ -10,7 +10,9 @@ nothing but Python 3.11's standard library, following docs/INTEGRATING.md:
         [--email ann@example.com] [--phone +79991234567] [--route email,telegram]
 
 It saves order A1 and the notification order:A1:accepted in one transaction
-and prints the notification's key. Placing the same order again writes
+and prints the notification's key. With --cancel it cancels that
+notification instead (the order was cancelled before it went out): one
+UPDATE of the outbox row, as docs/INTEGRATING.md allows. Placing the same order again writes
 nothing (the outbox's key is unique) and prints the same key. On a new
 database it first creates the outbox from the published pkg/outbox/schema.sql
 (--schema), and every connection runs pkg/outbox/connection.sql
@@ -34,10 +36,10 @@ REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 SCHEMA_FILE = REPO / "pkg" / "outbox" / "schema.sql"
 CONNECTION_FILE = REPO / "pkg" / "outbox" / "connection.sql"
 
-# The outbox schema versions whose INSERT this script writes: version 3
-# changed how the publisher marks rows, not the columns an application
-# writes.
-SCHEMA_VERSIONS = (2, 3)
+# The outbox schema versions whose INSERT this script writes: version 2's,
+# which versions 3 and 4 left as it was. --cancel needs version 4.
+SCHEMA_VERSIONS = (2, 3, 4)
+CANCEL_SCHEMA_VERSION = 4
 
 # The application's own table, next to the outbox in the same file.
 ORDERS_TABLE = """CREATE TABLE IF NOT EXISTS orders (
@@ -53,6 +55,10 @@ ORDERS_TABLE = """CREATE TABLE IF NOT EXISTS orders (
 INSERT_OUTBOX = """INSERT INTO outbox (key, channel, recipient, recipient_token, payload, created_at)
 VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO NOTHING"""
+
+# Cancelling: the one UPDATE of an outbox row the contract allows.
+CANCEL_OUTBOX = """UPDATE outbox SET cancelled_at = ?
+WHERE key = ? AND cancelled_at IS NULL"""
 
 CHANNELS = ("telegram", "email", "sms")  # the ones this script has addresses for, in the default route's order
 KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -114,6 +120,7 @@ def ensure_schema(conn, schema_sql):
         (version,) = conn.execute("SELECT MAX(version) FROM outbox_schema").fetchone()
     if version not in SCHEMA_VERSIONS:
         raise SystemExit(f"place_order: the outbox is at schema version {version}; this script writes versions {SCHEMA_VERSIONS}")
+    return version
 
 
 def go_lower(s):
@@ -176,6 +183,18 @@ def place_order(conn, order_id, chat_id, email, phone, route):
     return key, inserted
 
 
+def cancel_order(conn, order_id):
+    """Cancel the order's notification. Returns the key and whether the row
+    was marked now (False: no such row, or cancelled before). A row not yet
+    published is then never published; for a published one the publisher
+    tells the workers, and notify.events.cancelled or cancel_too_late says
+    whether it came in time."""
+    key = f"order:{order_id}:accepted"
+    with Transaction(conn):
+        cur = conn.execute(CANCEL_OUTBOX, (time.time_ns(), key))
+        return key, cur.rowcount == 1
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description="Save an order and its tgnotify notification in one SQLite transaction; print the notification's key.")
     ap.add_argument("--db", required=True, help="the application's SQLite database (created if missing)")
@@ -184,6 +203,7 @@ def parse_args(argv):
     ap.add_argument("--email", default="", help="the customer's email address (adds the email channel)")
     ap.add_argument("--phone", default="", help="the customer's phone in E.164, +79991234567 (adds the SMS channel)")
     ap.add_argument("--route", default="", help="channels to try in order, e.g. email,telegram (default: telegram, email, sms, those with an address)")
+    ap.add_argument("--cancel", action="store_true", help="cancel the order's notification instead of placing the order")
     ap.add_argument("--schema", default=str(SCHEMA_FILE), help="the published outbox schema (default: %(default)s)")
     ap.add_argument("--connection-settings", default=str(CONNECTION_FILE), help="the outbox's connection settings (default: %(default)s)")
     a = ap.parse_args(argv)
@@ -208,14 +228,22 @@ def main(argv):
     try:
         conn = connect(a.db, pathlib.Path(a.connection_settings).read_text())
         try:
-            ensure_schema(conn, pathlib.Path(a.schema).read_text())
-            key, inserted = place_order(conn, a.id, a.chat_id, a.email, a.phone, a.route)
+            version = ensure_schema(conn, pathlib.Path(a.schema).read_text())
+            if a.cancel:
+                if version < CANCEL_SCHEMA_VERSION:
+                    raise SystemExit(f"place_order: --cancel needs outbox schema version {CANCEL_SCHEMA_VERSION}; this one is at {version}")
+                key, cancelled = cancel_order(conn, a.id)
+            else:
+                key, inserted = place_order(conn, a.id, a.chat_id, a.email, a.phone, a.route)
         finally:
             conn.close()
     except (sqlite3.Error, OSError) as e:
         print(f"place_order: {e}", file=sys.stderr)
         return 1
     print(key)
+    if a.cancel:
+        print(f"order {a.id}: " + ("notification cancelled" if cancelled else "no notification to cancel (none, or cancelled before)"), file=sys.stderr)
+        return 0
     print(f"order {a.id}: " + ("saved; notification enqueued" if inserted else "already placed; nothing written"), file=sys.stderr)
     return 0
 

@@ -39,6 +39,9 @@ type Trail struct {
 	Attempts *Attempts
 	// Delivery is the delivery record; nil until a channel delivered it.
 	Delivery *delivery.DeliveryRecord
+	// Mark is the notify_delivered entry when it is not a delivery: a
+	// send claim (a send began) or a cancel mark.
+	Mark *delivery.DeliveryRecord
 	// DeadLetters are the dead letters of the key, in the order they died.
 	DeadLetters []DeadLetter
 	// Events are the delivered, fallback and dead events of the key.
@@ -57,6 +60,11 @@ type OutboxRow struct {
 	// PublishedAt is zero while the row is pending.
 	PublishedAt time.Time
 	Payload     []byte
+	// Cancelled: the application cancelled the row (outbox.Cancel);
+	// CancelResult is what the publisher's cancel mark found ("cancelled",
+	// "too_late"; empty until it was written).
+	Cancelled    bool
+	CancelResult string
 }
 
 // Message is one message of a notification in NOTIFY, from its headers.
@@ -90,6 +98,10 @@ func (t *Trail) State() string {
 	switch {
 	case t.Delivery != nil:
 		return "delivered"
+	case t.Mark != nil && t.Mark.State == delivery.StateCancelled:
+		return "cancelled"
+	case t.Outbox != nil && t.Outbox.Cancelled:
+		return "cancelled in the outbox"
 	case t.lastEvent() == delivery.EventDead:
 		return "dead"
 	case t.Outbox != nil && t.Outbox.PublishedAt.IsZero():
@@ -111,7 +123,7 @@ func (t *Trail) lastEvent() string {
 
 // Found reports whether anything at all is known about the key.
 func (t *Trail) Found() bool {
-	return t.Outbox != nil || len(t.Messages) > 0 || t.Delivery != nil || t.Attempts != nil ||
+	return t.Outbox != nil || len(t.Messages) > 0 || t.Delivery != nil || t.Mark != nil || t.Attempts != nil ||
 		len(t.DeadLetters) > 0 || len(t.Events) > 0
 }
 
@@ -186,6 +198,11 @@ func lookupOutbox(ctx context.Context, db *sql.DB, key string) (*OutboxRow, erro
 	if published.Valid {
 		r.PublishedAt = time.Unix(0, published.Int64).UTC()
 	}
+	// Schema version 4; an older database has no cancellation.
+	var result sql.NullString
+	if db.QueryRowContext(ctx, `SELECT cancelled_at IS NOT NULL, cancel_result FROM outbox WHERE key = ?`, key).Scan(&r.Cancelled, &result) == nil {
+		r.CancelResult = result.String
+	}
 	return &r, nil
 }
 
@@ -200,7 +217,11 @@ func (t *Trail) readRecords(ctx context.Context, js natsjs.JetStream) error {
 		if err := json.Unmarshal(rec, &d); err != nil {
 			return fmt.Errorf("delivery record of %q: %w", t.Key, err)
 		}
-		t.Delivery = &d
+		if d.State == delivery.StateDelivered {
+			t.Delivery = &d
+		} else {
+			t.Mark = &d
+		}
 	}
 	att, err := kvGet(ctx, js, t.names.BucketAttempts, delivery.RecordKey(t.Key))
 	if err != nil || att == nil {
@@ -380,7 +401,8 @@ func (t *Trail) readDeadLetters(ctx context.Context, js natsjs.JetStream, from t
 // from from, and the bodies of the key's.
 func (t *Trail) readEvents(ctx context.Context, js natsjs.JetStream, from time.Time) error {
 	var seqs []uint64
-	filters := []string{t.names.SubjectDelivered, t.names.SubjectFallback, t.names.SubjectDead}
+	filters := []string{t.names.SubjectDelivered, t.names.SubjectFallback, t.names.SubjectDead,
+		t.names.SubjectCancelled, t.names.SubjectCancelTooLate}
 	err := scanRange(ctx, js, t.names.Stream, since(filters, from), func(m natsjs.Msg) error {
 		if m.Headers().Get(jetstream.HeaderKey) != t.Key {
 			return nil

@@ -118,7 +118,8 @@ func DeadLetters(ctx context.Context, js natsjs.JetStream) ([]DeadLetter, error)
 	return out, nil
 }
 
-// DeliveryRecords reads the worker's delivery records (notify_delivered).
+// DeliveryRecords reads the worker's delivery records (notify_delivered),
+// without the send claims and cancel marks that bucket also holds.
 func DeliveryRecords(ctx context.Context, js natsjs.JetStream) ([]delivery.DeliveryRecord, error) {
 	kv, err := js.KeyValue(ctx, jetstream.BucketDelivered)
 	if err != nil {
@@ -137,6 +138,9 @@ func DeliveryRecords(ctx context.Context, js natsjs.JetStream) ([]delivery.Deliv
 		var rec delivery.DeliveryRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			return out, fmt.Errorf("decoding delivery record %s: %w", k, err)
+		}
+		if rec.State != delivery.StateDelivered {
+			continue // a send claim or a cancel mark
 		}
 		out = append(out, rec)
 	}

@@ -16,6 +16,11 @@ import (
 // written (a NATS outage) before it tries again.
 const stateRetry = time.Second
 
+// claimWait bounds the wait for the send claim's write. Longer, the
+// notify_delivered bucket is electing a leader (4–9 s on a cluster), and the
+// send goes without a claim rather than wait for it (attempt).
+const claimWait = 2 * time.Second
+
 // maxRedirects bounds how many redirects one attempt follows.
 const maxRedirects = 3
 
@@ -35,27 +40,21 @@ const (
 // changes the dispatcher's state is reported in the result.
 func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	now := w.now()
-	sent, rec, err := w.store.isDelivered(ctx, j.n.Key)
+	remembered, e, err := w.store.lookup(ctx, j.n.Key)
 	if err != nil {
 		w.log.Warn("cannot read the delivery record; retrying later", "key", j.n.Key, "err", err)
 		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
 	}
-	if sent {
-		// Delivered before, on this channel or another one of the route (a
-		// redelivery, a republish, a replay, or a fallback copy that lost
-		// the race to a late success): never twice.
-		if rec != nil {
-			// Told again from the record (the first event may be lost), and
-			// acked once that is stored.
-			w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt, func() { w.ack(j) })
-		} else {
-			w.ack(j)
-		}
-		w.m.alreadyDelivered.Inc()
-		w.stats.already.Add(1)
-		w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)
-		return result{job: j, disp: moveOn, at: now}
+	switch {
+	case remembered:
+		return w.alreadyDelivered(j, nil, now)
+	case e != nil && e.state() == StateCancelled:
+		return w.cancelled(j, e.rec, now)
+	case e != nil && e.state() == StateDelivered:
+		return w.alreadyDelivered(j, e.record(), now)
 	}
+	// A send claim left by an attempt that died mid-send: sent again, as
+	// before claims existed (the crash window of delivered).
 	if wait := w.settleRedelivery(j, now); wait > 0 {
 		return result{job: j, disp: retryHere, at: now, delay: wait}
 	}
@@ -84,8 +83,37 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		return w.giveUp(ctx, j, target, letter{reason: ReasonFallbackTimeout, attempts: prior,
 			description: fmt.Sprintf("not delivered on %s within %v", w.name, dl.Sub(j.since).Round(time.Second))}, true)
 	}
+	// The send claim: from here a cancel is too late, until the claim is
+	// released after an attempt that cannot have delivered.
+	cctx, cancel := context.WithTimeout(ctx, claimWait)
+	c, err := w.store.claim(cctx, j.n.Key, target, j.seq)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+	case err != nil:
+		// The entry was just read, so notify_delivered answers reads but
+		// takes no write: its leader is being elected. Sending waits for
+		// no election; a cancel cannot be written before the leader is
+		// back either, and one written after it, while this send is in
+		// flight, loses (record counts it).
+		w.m.unclaimed.Inc()
+		w.log.Warn("cannot write the send claim; sending without it", "key", j.n.Key, "err", err)
+		c = claimResult{}
+	case c.found != nil && c.found.state() == StateCancelled:
+		return w.cancelled(j, c.found.rec, now)
+	case c.found != nil:
+		return w.alreadyDelivered(j, c.found.record(), now)
+	}
+	keep := false
+	defer func() {
+		if !keep && c.rev > 0 {
+			w.store.release(ctx, j.n.Key, c.rev)
+		}
+	}()
 	for hop := 0; ; hop++ {
 		o, t, refused, start, end := w.send(ctx, j, target, prior+1)
+		keep = o.Kind == Delivered || o.MaybeDelivered
 		switch o.Kind {
 		case Delivered, Transient, Rejected, RecipientDead, Redirect, Halt, RetryAfter:
 			w.m.sendSeconds.Observe(end.Sub(start).Seconds())
@@ -112,7 +140,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		called := result{job: j, at: end, called: true}
 		switch o.Kind {
 		case Delivered:
-			w.delivered(ctx, j, o, target, end)
+			w.delivered(ctx, j, o, target, end, c.rev)
 			w.aliveAfterSend(ctx, j, target, start, end)
 			called.disp = moveOn
 			return called
@@ -176,6 +204,23 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 			return w.transient(ctx, j, o, end, prior)
 		}
 	}
+}
+
+// alreadyDelivered acks a job delivered before, on this channel or another
+// one of the route (a redelivery, a republish, a replay, or a fallback copy
+// that lost the race to a late success): never twice.
+func (w *Worker) alreadyDelivered(j *job, rec *DeliveryRecord, now time.Time) result {
+	if rec != nil {
+		// Told again from the record (the first event may be lost), and
+		// acked once that is stored.
+		w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt, func() { w.ack(j) })
+	} else {
+		w.ack(j)
+	}
+	w.m.alreadyDelivered.Inc()
+	w.stats.already.Add(1)
+	w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)
+	return result{job: j, disp: moveOn, at: now}
 }
 
 // settleRedelivery says how long a redelivered message without a delivery
@@ -410,7 +455,7 @@ func (w *Worker) recipientDied(ctx context.Context, j *job, target string, o Out
 // (its lane waits): the record is what stops every other worker — the
 // standby pinned after a NATS restart, this one after a crash — from
 // sending it again; this process's memory protects only itself.
-func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string, at time.Time) {
+func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string, at time.Time, claim uint64) {
 	w.m.sent.Inc()
 	w.stats.sent.Add(1)
 	w.stats.window.add(at, true)
@@ -418,9 +463,13 @@ func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string
 		w.m.deliverySeconds.Observe(at.Sub(j.n.CreatedAt).Seconds())
 	}
 	rec := DeliveryRecord{Key: j.n.Key, Channel: w.name, Recipient: target, ProviderID: o.ProviderID, DeliveredAt: at, StreamSeq: j.seq}
-	if err := w.records.write(ctx, rec); err != nil {
-		record := func() error { return w.store.record(ctx, rec) }
-		if err = retryTimes(ctx, 3, 100*time.Millisecond, record); err != nil {
+	// A record over the send claim goes with the next batch (records.go);
+	// one that failed there, or a send without a claim, is written on its
+	// own: without a claim with KV Create, so that a cancel mark written
+	// meanwhile is found, logged and counted (store.record).
+	if claim == 0 || w.records.write(ctx, rec, claim) != nil {
+		record := func() error { return w.store.record(ctx, rec, claim) }
+		if err := retryTimes(ctx, 3, 100*time.Millisecond, record); err != nil {
 			w.m.recordErrors.Inc()
 			w.log.Error("sent, but the delivery record cannot be written yet; retrying until JetStream answers", "key", j.n.Key, "err", err)
 			// The interval stays short: the record must land as soon as

@@ -161,6 +161,10 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 		}
 		return
 	}
+	if j.n.Scheduled(now) {
+		w.schedule(j, now)
+		return
+	}
 	w.received.Add(1)
 	select {
 	case w.incoming <- j:
@@ -229,5 +233,33 @@ func (w *Worker) decode(j *job) error {
 		}
 		j.since = t
 	}
+	if j.n.NotBefore.After(j.since) {
+		// fallback_after counts from when the notification may be sent.
+		j.since = j.n.NotBefore
+	}
 	return nil
+}
+
+// maxScheduleDelay caps the NAK delay of a scheduled message: one due
+// later comes back every hour and is handed back again, so that a clock
+// that was wrong when it was handed back, or a consumer re-created in
+// between, delays it by an hour at most.
+const maxScheduleDelay = time.Hour
+
+// schedule hands a message whose not_before has not come back to the
+// stream, with a NAK delay until then (at most maxScheduleDelay). It
+// never enters a lane: it holds no worker slot and holds back no later
+// message of its recipient (docs/WORKER.md, "Scheduled notifications").
+// The consumer keeps it as pending (one of MaxAckPending) until it comes
+// back; a restart of the worker does not change when.
+func (w *Worker) schedule(j *job, now time.Time) {
+	d := min(j.n.NotBefore.Sub(now), maxScheduleDelay)
+	if err := j.msg.NakWithDelay(d); err != nil {
+		// It comes back after the ack wait and is handed back again.
+		w.log.Warn("cannot hand a scheduled message back; it comes back after the ack wait", "key", j.n.Key, "seq", j.seq, "err", err)
+		return
+	}
+	w.m.scheduled.Inc()
+	w.log.Debug("scheduled: handed back until not_before", "key", j.n.Key, "seq", j.seq,
+		"not_before", j.n.NotBefore, "back_in", d)
 }

@@ -37,6 +37,11 @@
 //   - recipients.go: dead recipients come back — news from the provider
 //     (Worker.ChangeRecipient, an update intake's), the retry after
 //     Config.DeadRetryAfter, notify.events.recipient_revived.
+//   - cancel.go: cancellation. A cancel mark and the worker's send claim
+//     are created with KV Create on the key's notify_delivered entry, so
+//     exactly one of a cancel and a send wins ([Cancel]).
+//   - consume.go also hands a notification whose not_before has not come
+//     back to the stream with a delay, outside any lane.
 //   - failover.go: a standby unpins a pinned worker that is gone;
 //     takeover.go: per-recipient handover of what another worker may hold.
 //   - degrade.go: slower sending when the provider slows down, shedding bulk

@@ -18,13 +18,14 @@ import (
 // Event tells the application what became of a notification. It is
 // published on notify.events.delivered (a channel delivered it),
 // notify.events.fallback (it moved to the next channel of its route, and
-// why) and notify.events.dead (no channel can deliver it any more), in the
-// NOTIFY stream, under a message id that makes a repeat after a crash
+// why), notify.events.dead (no channel can deliver it any more),
+// notify.events.cancelled and notify.events.cancel_too_late (cancel.go), in
+// the NOTIFY stream, under a message id that makes a repeat after a crash
 // harmless.
 type Event struct {
 	// Key is the notification's idempotency key.
 	Key string `json:"key"`
-	// Event is delivered, fallback or dead.
+	// Event is delivered, fallback, dead, cancelled or cancel_too_late.
 	Event string `json:"event"`
 	// Channel delivered it, or gave up on it.
 	Channel string `json:"channel"`

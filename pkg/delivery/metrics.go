@@ -9,6 +9,10 @@ import (
 type metrics struct {
 	sent                   prometheus.Counter
 	alreadyDelivered       prometheus.Counter
+	cancelled              prometheus.Counter
+	scheduled              prometheus.Counter
+	unclaimed              prometheus.Counter
+	cancelsLost            prometheus.Counter
 	failures               *prometheus.CounterVec
 	rateLimited            prometheus.Counter
 	dead                   *prometheus.CounterVec
@@ -53,6 +57,14 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Notifications the provider accepted."}),
 		alreadyDelivered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "already_delivered_total",
 			Help: "Redelivered or replayed notifications acked without calling Telegram because their delivery record exists."}),
+		cancelled: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "cancelled_total",
+			Help: "Notifications acked without sending because a cancel mark was found (tgnotify cancel, outbox cancel of a published row)."}),
+		scheduled: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "scheduled_naks_total",
+			Help: "Messages handed back to the stream because their not_before had not come (re-handed back every hour while it is far)."}),
+		unclaimed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "unclaimed_sends_total",
+			Help: "Sends made without a send claim because notify_delivered took no write within 2s (a leader election): a cancel written meanwhile may lose."}),
+		cancelsLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "cancels_lost_total",
+			Help: "Notifications delivered although a cancel mark was written: the send had no claim (unclaimed_sends_total)."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "failures_total",
 			Help: "Failed requests by class (server, network, timeout, blocked, content, ...)."}, []string{"class"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
@@ -122,7 +134,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help:    "Delivery records per atomic batch: the records of the attempts that finish while a write is on its way are stored together, with one fsync.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
 	}
-	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.failures, m.rateLimited, m.dead, m.retries,
+	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.unclaimed, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
 		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch} {

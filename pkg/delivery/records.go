@@ -23,14 +23,16 @@ import (
 // another.
 //
 // Reading: before a send the worker must know whether the notification's
-// key was delivered already, and the answer must be at least as recent as
-// the send's start (another worker that lost the pin, or the worker of
-// another channel, may write a record at any time up to then). So the
-// lookup stays where it was, right before the request, but the lookups of
-// the attempts that start together are one request: a single direct get of
-// the last message of every key's subject (the server's multi_last batch),
-// instead of one KV get per message. While one batch is on its way the next
-// attempts queue up, so the batches grow with the load.
+// key was delivered or cancelled already (its notify_delivered entry: a
+// delivery record, a send claim or a cancel mark, with its revision), and
+// the answer must be at least as recent as the send's start (another worker
+// that lost the pin, or the worker of another channel, may write a record
+// at any time up to then). So the lookup stays where it was, right before
+// the request, but the lookups of the attempts that start together are one
+// request: a single direct get of the last message of every key's subject
+// (the server's multi_last batch), instead of one KV get per message. While
+// one batch is on its way the next attempts queue up, so the batches grow
+// with the load.
 //
 // Writing: a record is published asynchronously, so the records of the
 // messages in flight travel to the server together and are stored one
@@ -38,7 +40,9 @@ import (
 // (without waiting for the server's confirmation) only once its own
 // record's PubAck arrived: the record of a delivery is stored, and fsynced
 // on a server with sync_interval: always, before its ack, so a redelivery
-// always finds it.
+// always finds it. A record replaces the attempt's send claim (cancel.go)
+// and carries the claim's revision as the expected last sequence of its
+// subject, in a batch too: the server stores it only over that claim.
 
 // maxLookupBatch bounds the keys of one batched lookup; the server answers
 // at most 1024 subjects in one request.
@@ -68,12 +72,18 @@ func subjectsOf(kv natsjs.KeyValue) bucketSubjects {
 	return bucketSubjects{stream: "KV_" + kv.Bucket(), prefix: "$KV." + kv.Bucket() + "."}
 }
 
+// lastValue is the last value of a bucket key, with its revision.
+type lastValue struct {
+	data []byte
+	rev  uint64
+}
+
 // readLast reads the last value of each of keys (bucket keys, not
-// idempotency keys) in one batched direct get, and returns the values of
-// the keys that have one; a deleted or purged key has none. It fails unless
-// the server said the answer was complete: a partial answer would make a
-// delivered message look undelivered.
-func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (map[string][]byte, error) {
+// idempotency keys) in one batched direct get, and returns the values (with
+// their revisions) of the keys that have one; a deleted or purged key has
+// none. It fails unless the server said the answer was complete: a partial
+// answer would make a delivered message look undelivered.
+func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (map[string]lastValue, error) {
 	subjects := make([]string, len(keys))
 	for i, k := range keys {
 		subjects[i] = b.prefix + k
@@ -93,7 +103,7 @@ func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (
 		return nil, fmt.Errorf("reading %s: %w", b.stream, err)
 	}
 	defer done()
-	found := make(map[string][]byte)
+	found := make(map[string]lastValue)
 	for {
 		var m *nats.Msg
 		select {
@@ -119,7 +129,11 @@ func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (
 		case "DEL", "PURGE":
 			delete(found, key)
 		default:
-			found[key] = m.Data
+			rev, err := strconv.ParseUint(m.Header.Get(natsjs.SequenceHeader), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: an answer for %q without a valid sequence: %w", b.stream, key, err)
+			}
+			found[key] = lastValue{data: m.Data, rev: rev}
 		}
 	}
 }
@@ -202,15 +216,10 @@ func (d *directReader) close() {
 	}
 }
 
-// lookedUp is what notify_delivered says of one idempotency key.
-type lookedUp struct {
-	delivered bool
-	// rec is the record; nil when its value does not parse.
-	rec *DeliveryRecord
-}
-
-// readRecords looks the delivery records of keys up in one batched read.
-func (s *store) readRecords(ctx context.Context, keys []string) (map[string]lookedUp, error) {
+// readRecords reads the notify_delivered entries of keys in one batched
+// read: a key without an entry has none in the map. An entry is a delivery
+// record, a send claim or a cancel mark (cancel.go), with its revision.
+func (s *store) readRecords(ctx context.Context, keys []string) (map[string]*entry, error) {
 	bucketKeys := make([]string, len(keys))
 	byBucketKey := make(map[string]string, len(keys))
 	for i, k := range keys {
@@ -221,15 +230,10 @@ func (s *store) readRecords(ctx context.Context, keys []string) (map[string]look
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]lookedUp, len(values))
+	out := make(map[string]*entry, len(values))
 	for bk, v := range values {
 		key := byBucketKey[bk]
-		var rec DeliveryRecord
-		if json.Unmarshal(v, &rec) != nil || rec.Key != key {
-			out[key] = lookedUp{delivered: true}
-			continue
-		}
-		out[key] = lookedUp{delivered: true, rec: &rec}
+		out[key] = parseEntry(key, v.data, v.rev)
 	}
 	return out, nil
 }
@@ -241,7 +245,7 @@ type lookupRequest struct {
 }
 
 type lookupAnswer struct {
-	lookedUp
+	e   *entry // nil: no entry
 	err error
 }
 
@@ -292,35 +296,41 @@ func (l *lookups) run(ctx context.Context) {
 		found, err := l.s.readRecords(rctx, keys)
 		cancel()
 		for _, r := range batch {
-			r.answer <- lookupAnswer{lookedUp: found[r.key], err: err}
+			r.answer <- lookupAnswer{e: found[r.key], err: err}
 		}
 	}
 }
 
-// get looks key up with the next batch.
-func (l *lookups) get(ctx context.Context, key string) (lookedUp, error) {
+// get looks key's entry up with the next batch; nil when there is none.
+func (l *lookups) get(ctx context.Context, key string) (*entry, error) {
 	r := lookupRequest{key: key, answer: make(chan lookupAnswer, 1)}
 	select {
 	case l.reqs <- r:
 	case <-ctx.Done():
-		return lookedUp{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 	select {
 	case a := <-r.answer:
-		return a.lookedUp, a.err
+		return a.e, a.err
 	case <-ctx.Done():
-		return lookedUp{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
-// recordMsg is the KV put of a delivery record, as a message that can be
-// published asynchronously.
-func (s *store) recordMsg(r DeliveryRecord) (*nats.Msg, error) {
+// recordMsg is the KV write of a delivery record, as a message that can be
+// published asynchronously: over this attempt's send claim, at its revision
+// (claim > 0: a KV Update, refused when the entry changed since), or a put.
+func (s *store) recordMsg(r DeliveryRecord, claim uint64) (*nats.Msg, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	return &nats.Msg{Subject: s.deliveredSubjects.prefix + RecordKey(r.Key), Data: b}, nil
+	m := &nats.Msg{Subject: s.deliveredSubjects.prefix + RecordKey(r.Key), Data: b}
+	if claim > 0 {
+		m.Header = nats.Header{}
+		m.Header.Set(natsjs.ExpectedLastSubjSeqHeader, strconv.FormatUint(claim, 10))
+	}
+	return m, nil
 }
 
 // maxRecordBatch bounds the records of one atomic batch (the server takes
@@ -379,12 +389,16 @@ func (r *recorder) start(ctx context.Context) {
 	r.batches.Store(stream.CachedInfo().Config.AllowAtomicPublish)
 }
 
-// write stores the proof of delivery and returns once the server has it
-// (or it failed). The key is remembered in memory first, so it counts even
-// when the write fails.
-func (r *recorder) write(ctx context.Context, rec DeliveryRecord) error {
+// write stores the proof of delivery over the attempt's send claim (at its
+// revision; 0 writes a plain put) and returns once the server has it (or it
+// failed). The key is remembered in memory first, so it counts even when the
+// write fails. A record whose claim is no longer the key's last entry is
+// refused, and fails the atomic batch it is in: each of that batch's
+// attempts then writes its record on its own (store.record), which knows
+// what to do with what it finds.
+func (r *recorder) write(ctx context.Context, rec DeliveryRecord, claim uint64) error {
 	r.s.remember(rec.Key)
-	m, err := r.s.recordMsg(rec)
+	m, err := r.s.recordMsg(rec, claim)
 	if err != nil {
 		return err
 	}
@@ -490,7 +504,14 @@ func (r *recorder) commit(ctx context.Context, batch []recordRequest) error {
 // copyMsg copies a record's message for a batch, which adds its headers:
 // the original stays as it was for a write of its own after a failure.
 func copyMsg(m *nats.Msg) *nats.Msg {
-	return &nats.Msg{Subject: m.Subject, Data: m.Data}
+	c := &nats.Msg{Subject: m.Subject, Data: m.Data}
+	if len(m.Header) > 0 {
+		c.Header = make(nats.Header, len(m.Header))
+		for k, v := range m.Header {
+			c.Header[k] = append([]string(nil), v...)
+		}
+	}
+	return c
 }
 
 // stored waits for the PubAck of an asynchronous write.

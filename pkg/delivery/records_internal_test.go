@@ -82,15 +82,15 @@ func TestReadRecordsAnswersEveryKeyOfTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := got["order:1"]; !r.delivered || r.rec == nil || r.rec.ProviderID != "7" || r.rec.StreamSeq != 3 {
-		t.Errorf("order:1: got %+v, want delivered with its record", r)
+	if e := got["order:1"]; e == nil || e.corrupt || e.state() != StateDelivered || e.rec.ProviderID != "7" || e.rec.StreamSeq != 3 {
+		t.Errorf("order:1: got %+v, want delivered with its record", e)
 	}
-	if r := got["order:2"]; !r.delivered || r.rec != nil {
-		t.Errorf("order:2: got %+v, want delivered without a readable record", r)
+	if e := got["order:2"]; e == nil || !e.corrupt || e.state() != StateDelivered {
+		t.Errorf("order:2: got %+v, want delivered without a readable record", e)
 	}
 	for _, k := range []string{"order:3", "order:4"} {
-		if r := got[k]; r.delivered {
-			t.Errorf("%s: got delivered, want not delivered", k)
+		if e := got[k]; e != nil {
+			t.Errorf("%s: got %+v, want no entry", k, e)
 		}
 	}
 	none, err := s.readRecords(ctx, []string{"order:5", "order:6"})
@@ -118,7 +118,7 @@ func TestLookupsBatchConcurrentAttempts(t *testing.T) {
 	errs := make(chan error, 50)
 	for i := range 50 {
 		wg.Go(func() {
-			found, _, err := s.isDelivered(ctx, fmt.Sprint("k", i))
+			found, err := s.isDelivered(ctx, fmt.Sprint("k", i))
 			switch {
 			case err != nil:
 				errs <- err
@@ -159,7 +159,7 @@ func TestRecorderWritesWaitingRecordsAsOneBatch(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			if err := r.write(ctx, DeliveryRecord{Key: fmt.Sprint("b", i), Channel: "telegram"}); err != nil {
+			if err := r.write(ctx, DeliveryRecord{Key: fmt.Sprint("b", i), Channel: "telegram"}, 0); err != nil {
 				errs <- err
 			}
 		})
@@ -207,7 +207,7 @@ func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
 	r.batches.Store(true) // as if read before the change
 	batch := make([]recordRequest, minAtomicBatch)
 	for i := range batch {
-		m, err := s.recordMsg(DeliveryRecord{Key: fmt.Sprint("c", i)})
+		m, err := s.recordMsg(DeliveryRecord{Key: fmt.Sprint("c", i)}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,10 +221,178 @@ func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
 	if r.batches.Load() {
 		t.Fatal("the recorder still writes batches")
 	}
-	if err := r.write(ctx, DeliveryRecord{Key: "c0"}); err != nil {
+	if err := r.write(ctx, DeliveryRecord{Key: "c0"}, 0); err != nil {
 		t.Fatalf("a record on its own: %v", err)
 	}
-	if found, err := s.readRecords(ctx, []string{"c0"}); err != nil || !found["c0"].delivered {
+	if found, err := s.readRecords(ctx, []string{"c0"}); err != nil || found["c0"] == nil || found["c0"].state() != StateDelivered {
 		t.Fatalf("the record written on its own is not stored (%v)", err)
+	}
+}
+
+// A batched read returns every kind of entry with its revision: a send
+// claim, a cancel mark and a delivery record. Of these only the claim
+// leaves the key unsettled: the send it announces may have failed.
+func TestReadRecordsTellsClaimsAndCancelMarks(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	c, err := s.claim(ctx, "sending", "100", 4)
+	if err != nil || c.rev == 0 {
+		t.Fatalf("claim = %+v, %v; want a claim", c, err)
+	}
+	if res, err := Cancel(ctx, s.js, jetstream.DefaultNames(), "cancelled", "test", time.Now()); err != nil || res.Outcome != Cancelled {
+		t.Fatalf("Cancel = %+v, %v; want cancelled", res, err)
+	}
+	putRecord(t, s, DeliveryRecord{Key: "delivered", Channel: "telegram", Recipient: "100"})
+	got, err := s.readRecords(ctx, []string{"sending", "cancelled", "delivered"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"sending": StateSending, "cancelled": StateCancelled, "delivered": StateDelivered} {
+		e := got[key]
+		if e == nil || e.corrupt || e.state() != want {
+			t.Errorf("%s: got %+v, want state %q", key, e, want)
+			continue
+		}
+		single, err := readEntry(ctx, s.delivered, key)
+		if err != nil || single == nil || single.rev != e.rev {
+			t.Errorf("%s: revision %d in the batch, want %v (%v)", key, e.rev, single, err)
+		}
+	}
+	if got["sending"] != nil && got["sending"].rev != c.rev {
+		t.Errorf("claim's revision: got %d, want %d", got["sending"].rev, c.rev)
+	}
+	settled, err := s.settledKeys(ctx, []string{"sending", "cancelled", "delivered"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{"sending": false, "cancelled": true, "delivered": true} {
+		if settled[key] != want {
+			t.Errorf("settled[%s]: got %v, want %v", key, settled[key], want)
+		}
+	}
+}
+
+// claimKeys claims n keys named prefix0... and returns their revisions.
+func claimKeys(t *testing.T, s *store, prefix string, n int) []uint64 {
+	t.Helper()
+	revs := make([]uint64, n)
+	for i := range revs {
+		c, err := s.claim(context.Background(), fmt.Sprint(prefix, i), "100", uint64(i+1))
+		if err != nil || c.rev == 0 {
+			t.Fatalf("claim = %+v, %v; want a claim", c, err)
+		}
+		revs[i] = c.rev
+	}
+	return revs
+}
+
+// Records over send claims are written in one atomic batch, each at its
+// claim's revision, and replace the claims.
+func TestRecorderWritesRecordsOverClaimsInOneBatch(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	var batches []int
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r.start(ctx)
+	const n = 2 * minAtomicBatch
+	revs := claimKeys(t, s, "d", n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := r.write(ctx, DeliveryRecord{Key: fmt.Sprint("d", i), Channel: "telegram"}, revs[i]); err != nil {
+				errs <- err
+			}
+		})
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == n }, "records queued")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(runCtx) }()
+	wg.Wait()
+	stop()
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(batches) != 1 || batches[0] != n {
+		t.Fatalf("atomic batches of %v records, want one of %d", batches, n)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("d", i)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if e := found[k]; e == nil || e.state() != StateDelivered {
+			t.Errorf("%s: got %+v, want a delivery record", k, e)
+		}
+	}
+}
+
+// A record whose claim was taken over (another worker's attempt on the
+// same key) is refused, and with it its whole atomic batch: nothing of the
+// batch is stored, and each attempt then writes its record on its own.
+func TestRecorderBatchFailsOverAStaleClaim(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {})
+	r.start(ctx)
+	if !r.batches.Load() {
+		t.Fatal("notify_delivered as provisioned does not take atomic batches")
+	}
+	revs := claimKeys(t, s, "s", minAtomicBatch)
+	// Taken over: the first claim's revision is stale.
+	taken, err := s.claim(ctx, "s0", "100", 1)
+	if err != nil || taken.rev <= revs[0] {
+		t.Fatalf("claim taken over = %+v, %v; want a later revision", taken, err)
+	}
+	batch := make([]recordRequest, minAtomicBatch)
+	for i := range batch {
+		m, err := s.recordMsg(DeliveryRecord{Key: fmt.Sprint("s", i), Channel: "telegram"}, revs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch[i] = recordRequest{msg: m, done: make(chan error, 1)}
+	}
+	r.writeAll(ctx, batch)
+	for i, req := range batch {
+		if err := <-req.done; !wrongRevision(err) {
+			t.Fatalf("record %d of the batch: got %v, want the wrong revision refused", i, err)
+		}
+	}
+	if !r.batches.Load() {
+		t.Fatal("a refused record stopped the batches")
+	}
+	keys := make([]string, minAtomicBatch)
+	for i := range keys {
+		keys[i] = fmt.Sprint("s", i)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if e := found[k]; e == nil || e.state() != StateSending {
+			t.Fatalf("%s: got %+v, want its claim still (nothing of the batch stored)", k, e)
+		}
+	}
+	for i, k := range keys {
+		if err := s.record(ctx, DeliveryRecord{Key: k, Channel: "telegram"}, revs[i]); err != nil {
+			t.Fatalf("%s on its own: %v", k, err)
+		}
+	}
+	found, err = s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if e := found[k]; e == nil || e.state() != StateDelivered {
+			t.Errorf("%s: got %+v, want a delivery record", k, e)
+		}
 	}
 }

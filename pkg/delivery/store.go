@@ -33,6 +33,8 @@ type store struct {
 	state     *sharedState
 	log       *slog.Logger
 	now       func() time.Time
+	// cancelLost counts a delivery record written over a cancel mark.
+	cancelLost func()
 	// deliveredSubjects and attemptsSubjects name the buckets' streams
 	// and subjects for batched reads and asynchronous writes (records.go).
 	deliveredSubjects, attemptsSubjects bucketSubjects
@@ -53,7 +55,8 @@ type store struct {
 
 // DeliveryRecord is what the worker keeps, per idempotency key, once a
 // provider accepted a message: the proof of delivery support staff can look
-// up.
+// up. The same bucket holds, under the same key, a worker's send claim and
+// a cancel mark (State; cancel.go).
 type DeliveryRecord struct {
 	Key         string    `json:"key"`
 	Channel     string    `json:"channel"`
@@ -61,6 +64,15 @@ type DeliveryRecord struct {
 	ProviderID  string    `json:"provider_id,omitempty"`
 	DeliveredAt time.Time `json:"delivered_at"`
 	StreamSeq   uint64    `json:"stream_seq"`
+	// State is empty for a delivery record, [StateSending] for a send
+	// claim and [StateCancelled] for a cancel mark.
+	State string `json:"state,omitempty"`
+	// ClaimedAt is when a send claim was written.
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
+	// CancelledAt and CancelledBy say when and by whom a cancel mark was
+	// written.
+	CancelledAt time.Time `json:"cancelled_at,omitzero"`
+	CancelledBy string    `json:"cancelled_by,omitempty"`
 }
 
 // RecordKey maps an idempotency key to its key in notify_delivered and
@@ -88,30 +100,28 @@ func (s *store) remember(key string) {
 	s.next = (s.next + 1) % len(s.ring)
 }
 
-// isDelivered reports whether a notification with this key was already
-// delivered, on any channel, with its record when it was read from the
-// bucket (nil when this process remembered the key). The lookup goes with
-// the next batch (records.go).
-func (s *store) isDelivered(ctx context.Context, key string) (bool, *DeliveryRecord, error) {
+// lookup reads what notify_delivered says of a key: remembered is true
+// when this process delivered it recently (no read then); otherwise the
+// entry, nil when there is none. The read goes with the next batch
+// (records.go).
+func (s *store) lookup(ctx context.Context, key string) (remembered bool, e *entry, err error) {
 	if s.remembers(key) {
 		return true, nil, nil
 	}
-	var r lookedUp
-	var err error
 	if s.lookups != nil {
-		r, err = s.lookups.get(ctx, key)
+		e, err = s.lookups.get(ctx, key)
 	} else {
-		var found map[string]lookedUp
+		var found map[string]*entry
 		found, err = s.readRecords(ctx, []string{key})
-		r = found[key]
+		e = found[key]
 	}
 	if err != nil {
 		return false, nil, fmt.Errorf("reading delivery record of %q: %w", key, err)
 	}
-	if r.delivered {
+	if e != nil && e.state() == StateDelivered {
 		s.remember(key)
 	}
-	return r.delivered, r.rec, nil
+	return false, e, nil
 }
 
 // remembers reports whether this process delivered (or found delivered) the
@@ -123,18 +133,56 @@ func (s *store) remembers(key string) bool {
 	return ok
 }
 
-// record stores the proof of delivery. The key is remembered in memory
-// first, so it counts even when the bucket write fails.
-func (s *store) record(ctx context.Context, r DeliveryRecord) error {
+// isDelivered reports whether a notification with this key needs no more
+// sending: delivered, on any channel, or cancelled. A send claim does not
+// count: the send it announces may have failed.
+func (s *store) isDelivered(ctx context.Context, key string) (bool, error) {
+	remembered, e, err := s.lookup(ctx, key)
+	if err != nil || remembered {
+		return remembered, err
+	}
+	return e != nil && e.state() != StateSending, nil
+}
+
+// record stores the proof of delivery over this attempt's send claim (at
+// its revision, claim > 0), or with KV Create when the send had no claim.
+// The key is remembered in memory first, so it counts even when the bucket
+// write fails. What it finds instead is overwritten: a claim another worker
+// took over (both sent), or a cancel mark written while this send had no
+// claim — a lost cancel, logged and counted.
+func (s *store) record(ctx context.Context, r DeliveryRecord, claim uint64) error {
 	s.remember(r.Key)
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
+	if claim > 0 {
+		_, err = s.delivered.Update(ctx, RecordKey(r.Key), b, claim)
+	} else {
+		_, err = s.delivered.Create(ctx, RecordKey(r.Key), b)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case !wrongRevision(err) && !errors.Is(err, natsjs.ErrKeyExists):
+		return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, s.names.BucketDelivered, err)
+	}
+	if e, rerr := readEntry(ctx, s.delivered, r.Key); rerr == nil && e != nil && e.state() == StateCancelled {
+		s.log.Error("delivered although a cancel mark was written: the send had no claim", "key", r.Key, "cancelled_by", e.rec.CancelledBy)
+		if s.cancelLost != nil {
+			s.cancelLost()
+		}
+	}
 	if _, err := s.delivered.Put(ctx, RecordKey(r.Key), b); err != nil {
 		return fmt.Errorf("writing delivery record of %q to %s: %w", r.Key, s.names.BucketDelivered, err)
 	}
 	return nil
+}
+
+// wrongRevision reports a KV write refused because the entry changed.
+func wrongRevision(err error) bool {
+	var apiErr *natsjs.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // attemptKey is the notify_attempts key of a notification on this
@@ -217,8 +265,9 @@ func (s *store) clearAttempts(ctx context.Context, key string) error {
 }
 
 // settledKeys reports which of keys this channel is done with: delivered
-// (on any channel), or given up on by this channel. Both buckets are read in
-// one batch each.
+// (on any channel) or cancelled, or given up on by this channel. A send claim
+// does not count: the send it announces may have failed. Both buckets are
+// read in one batch each.
 func (s *store) settledKeys(ctx context.Context, keys []string) (map[string]bool, error) {
 	out := make(map[string]bool, len(keys))
 	var ask []string
@@ -241,7 +290,7 @@ func (s *store) settledKeys(ctx context.Context, keys []string) (map[string]bool
 	attemptKeys := make([]string, 0, len(ask))
 	byAttemptKey := make(map[string]string, len(ask))
 	for _, k := range ask {
-		if delivered[k].delivered {
+		if e := delivered[k]; e != nil && e.state() != StateSending {
 			out[k] = true
 			continue
 		}
@@ -257,7 +306,7 @@ func (s *store) settledKeys(ctx context.Context, keys []string) (map[string]bool
 		return nil, fmt.Errorf("reading attempts: %w", err)
 	}
 	for ak, v := range values {
-		if strings.HasPrefix(string(v), doneMark) {
+		if strings.HasPrefix(string(v.data), doneMark) {
 			out[byAttemptKey[ak]] = true
 		}
 	}

@@ -243,12 +243,20 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 			page, last = page[:i], true
 		}
 		keys := make([]string, len(page))
-		poison := make([]bool, len(page))
+		skip := make([]bool, len(page))
+		now := w.now()
 		for i, m := range page {
-			if _, _, perr := w.parse(m.Subject, m.Header, m.Data); perr != nil {
+			n, _, perr := w.parse(m.Subject, m.Header, m.Data)
+			switch {
+			case perr != nil:
 				// Poison: dead-lettered when it arrives, never sent;
 				// nothing of the recipient waits for it.
-				poison[i] = true
+				skip[i] = true
+				continue
+			case n.Scheduled(now):
+				// Scheduled: handed back until its not_before, and it
+				// holds back nothing of the recipient.
+				skip[i] = true
 				continue
 			}
 			keys[i] = m.Header.Get(jetstream.HeaderKey)
@@ -261,7 +269,7 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 		}
 		for i, m := range page {
 			seq = m.Sequence + 1
-			if !poison[i] && !settled[keys[i]] {
+			if !skip[i] && !settled[keys[i]] {
 				out = append(out, m.Sequence)
 			}
 		}

@@ -87,6 +87,12 @@ type Names struct {
 	// SubjectRecipientRevived announces that a dead recipient can be
 	// reached again.
 	SubjectRecipientRevived string
+	// SubjectCancelled announces that a notification was cancelled before
+	// it was sent.
+	SubjectCancelled string
+	// SubjectCancelTooLate announces that a cancel came after the send had
+	// begun or the notification was delivered.
+	SubjectCancelTooLate string
 	// SubjectEvents is the filter of every event subject: <prefix>.events.>.
 	SubjectEvents string
 
@@ -145,6 +151,8 @@ func names(prefix string) Names {
 		SubjectRecipientDead:       prefix + ".events.recipient_dead",
 		SubjectRecipientRedirected: prefix + ".events.recipient_redirected",
 		SubjectRecipientRevived:    prefix + ".events.recipient_revived",
+		SubjectCancelled:           prefix + ".events.cancelled",
+		SubjectCancelTooLate:       prefix + ".events.cancel_too_late",
 		SubjectEvents:              prefix + ".events.>",
 	}
 	n.DeadStream = n.Stream + "_DEAD"

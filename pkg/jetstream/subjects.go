@@ -49,6 +49,12 @@ const (
 	// reached again (a Telegram user unblocked the bot or pressed Start, or
 	// a retry after the worker's dead-retry-after was delivered).
 	SubjectRecipientRevived = "notify.events.recipient_revived"
+	// SubjectCancelled announces that a notification was cancelled before
+	// any channel sent it.
+	SubjectCancelled = "notify.events.cancelled"
+	// SubjectCancelTooLate announces that a cancel came after a send had
+	// begun or the notification was delivered.
+	SubjectCancelTooLate = "notify.events.cancel_too_late"
 )
 
 // DeadPrefix is prepended to an original subject to form its dead-letter

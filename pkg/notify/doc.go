@@ -25,6 +25,10 @@
 //     says it.
 //   - Version 3 adds rich content: buttons, photo, message_thread_id,
 //     link_preview and bodies, each optional and described below.
+//   - Version 4 adds not_before (RFC 3339): the notification is not sent
+//     before it. At most [MaxScheduleAhead] (48 hours) after created_at,
+//     and before expires_at when that is set. A worker that knows only
+//     version 3 refuses it rather than send it at once.
 //
 // Version 3's fields:
 //

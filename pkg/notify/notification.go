@@ -20,6 +20,11 @@ const (
 	// MaxTextBytes bounds the raw text including markup, so that a payload
 	// stays small whatever the markup.
 	MaxTextBytes = 64 << 10
+	// MaxScheduleAhead bounds NotBefore: at most 48 hours after CreatedAt.
+	// A scheduled message waits in the NOTIFY stream, which keeps a
+	// message for 72 hours by default (-max-age); the rest is the margin
+	// for a publisher or a worker that is down or behind.
+	MaxScheduleAhead = 48 * time.Hour
 	// maxChatID is the largest magnitude of a Telegram chat id: they have at
 	// most 52 significant bits.
 	maxChatID = 1 << 53
@@ -104,6 +109,13 @@ type Notification struct {
 	// ExpiresAt, when set, is the time after which the notification must not
 	// be sent any more; the worker dead-letters it as expired instead.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// NotBefore, when set, is the earliest time the notification may be
+	// sent (payload version 4): a reminder for tomorrow morning. At most
+	// [MaxScheduleAhead] after CreatedAt and before ExpiresAt. A
+	// notification's fallback_after counts from NotBefore, not from its
+	// creation. A scheduled notification does not hold back later ones of
+	// the same recipient (docs/WORKER.md, "Scheduled notifications").
+	NotBefore time.Time `json:"not_before,omitzero"`
 	// CreatedAt is when the notification was enqueued. [Enqueue] sets it when
 	// it is zero.
 	CreatedAt time.Time `json:"created_at"`
@@ -211,7 +223,29 @@ func (n *Notification) Validate() error {
 	if !n.ExpiresAt.IsZero() && !n.CreatedAt.IsZero() && !n.ExpiresAt.After(n.CreatedAt) {
 		return invalid("expires_at", "must be after created_at")
 	}
+	return n.validateNotBefore()
+}
+
+// validateNotBefore checks the schedule: within MaxScheduleAhead of
+// created_at and before expires_at.
+func (n *Notification) validateNotBefore() error {
+	if n.NotBefore.IsZero() {
+		return nil
+	}
+	if !n.CreatedAt.IsZero() && n.NotBefore.Sub(n.CreatedAt) > MaxScheduleAhead {
+		return invalid("not_before", "%s is %v after created_at %s; the limit is %v",
+			n.NotBefore.Format(time.RFC3339), n.NotBefore.Sub(n.CreatedAt).Round(time.Second), n.CreatedAt.Format(time.RFC3339), MaxScheduleAhead)
+	}
+	if !n.ExpiresAt.IsZero() && !n.NotBefore.Before(n.ExpiresAt) {
+		return invalid("not_before", "%s is not before expires_at %s: the notification would expire before it may be sent",
+			n.NotBefore.Format(time.RFC3339), n.ExpiresAt.Format(time.RFC3339))
+	}
 	return nil
+}
+
+// Scheduled reports whether the notification must not be sent yet at now.
+func (n *Notification) Scheduled(now time.Time) bool {
+	return !n.NotBefore.IsZero() && now.Before(n.NotBefore)
 }
 
 // Expired reports whether the notification must no longer be sent at now.

@@ -54,6 +54,10 @@ func TestValidateRejects(t *testing.T) {
 		reason string
 	}{
 		{"missing key", func(n *notify.Notification) { n.Key = "" }, "key", "required"},
+		{"not_before too far", func(n *notify.Notification) { n.NotBefore = n.CreatedAt.Add(notify.MaxScheduleAhead + time.Second) }, "not_before", "the limit is 48h0m0s"},
+		{"not_before at expires_at", func(n *notify.Notification) {
+			n.NotBefore, n.ExpiresAt = n.CreatedAt.Add(time.Hour), n.CreatedAt.Add(time.Hour)
+		}, "not_before", "not before expires_at"},
 		{"long key", func(n *notify.Notification) { n.Key = strings.Repeat("k", 256) }, "key", "256 bytes"},
 		{"key with space", func(n *notify.Notification) { n.Key = "order A1" }, "key", "not visible ASCII"},
 		{"key with newline", func(n *notify.Notification) { n.Key = "order\nA1" }, "key", "not visible ASCII"},

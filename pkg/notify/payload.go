@@ -19,8 +19,10 @@ import (
 // version that carries the notification, so a notification without rich
 // content stays readable by a worker that knows only version 2 (or 1),
 // and one with rich content is refused by such a worker, as poison, rather
-// than sent without it.
-const PayloadVersion = 3
+// than sent without it. Version 4 adds not_before: a worker that knows only
+// version 3 would ignore the field and send a scheduled notification at
+// once, so it must refuse it instead.
+const PayloadVersion = 4
 
 // MaxPayloadBytes bounds an encoded payload. A larger one cannot come from
 // this package and is rejected as invalid without being parsed.
@@ -50,6 +52,8 @@ func (n *Notification) version1() bool {
 // notification.
 func (n *Notification) version() int {
 	switch {
+	case !n.NotBefore.IsZero():
+		return 4
 	case n.rich():
 		return 3
 	case n.version1():
@@ -124,6 +128,8 @@ func DecodePayload(b []byte) (Notification, error) {
 		return Notification{}, invalid("v", "version 1 carries a Telegram chat only; route, max_user_id, max_chat_id, email, phone, subject and fallback_after need version 2")
 	case p.V == 1 && n.ChatID == 0:
 		return Notification{}, invalid("chat_id", "required")
+	case p.V < 4 && !n.NotBefore.IsZero():
+		return Notification{}, invalid("v", "version %d carries no not_before; it needs version 4", p.V)
 	case p.V < 3 && n.rich():
 		return Notification{}, invalid("v", "version %d carries no buttons, photo, message_thread_id, link_preview or bodies; they need version 3", p.V)
 	case p.FallbackAfter == fallbackNever:

@@ -111,6 +111,11 @@ func schemaCases() map[string]notify.Notification {
 		"v3 preview disabled": with(func(n *notify.Notification) { n.LinkPreview.Disabled = true }),
 		"v3 MAX buttons": {Key: "k:maxb", MaxUserID: 42, Text: "hi", CreatedAt: base.CreatedAt,
 			Buttons: [][]notify.Button{{{Text: "a", URL: "https://a.example"}, {Text: "b", URL: "https://b.example"}, {Text: "c", URL: "https://c.example"}}}},
+		"v4 scheduled": with(func(n *notify.Notification) { n.NotBefore = n.CreatedAt.Add(notify.MaxScheduleAhead) }),
+		"v4 scheduled with rich content and expiry": with(func(n *notify.Notification) {
+			n.NotBefore, n.ExpiresAt = n.CreatedAt.Add(time.Hour), n.CreatedAt.Add(2*time.Hour)
+			n.Buttons = [][]notify.Button{{{Text: "Track", URL: "https://shop.example/A1"}}}
+		}),
 		"v3 bodies": with(func(n *notify.Notification) {
 			n.MaxChatID, n.Email, n.Phone = -5, "ann@example.com", "+79991234567"
 			n.Bodies = notify.Bodies{Max: &notify.MaxBody{Text: "**hi**", Format: notify.MaxFormatMarkdown},
@@ -259,7 +264,7 @@ func TestPayloadSchemaRejects(t *testing.T) {
 	const created = `"created_at":"2026-01-01T00:00:00Z"`
 	for _, tc := range []struct{ name, payload string }{
 		{"no version", `{"key":"k","chat_id":1,"text":"t",` + created + `}`},
-		{"future version", `{"v":4,"key":"k","chat_id":1,"text":"t",` + created + `}`},
+		{"future version", `{"v":5,"key":"k","chat_id":1,"text":"t",` + created + `}`},
 		{"no key", `{"v":1,"chat_id":1,"text":"t",` + created + `}`},
 		{"key with a space", `{"v":1,"key":"a b","chat_id":1,"text":"t",` + created + `}`},
 		{"no created_at", `{"v":1,"key":"k","chat_id":1,"text":"t"}`},
@@ -300,6 +305,8 @@ func TestPayloadSchemaRejects(t *testing.T) {
 		{"v3 MAX format", `{"v":3,"key":"k","max_user_id":1,"bodies":{"max":{"text":"x","format":"HTML"}},"text":"t",` + created + `}`},
 		{"v3 half an email", `{"v":3,"key":"k","email":"a@b.co","bodies":{"email":{"html":"<p>x</p>"}},"text":"t",` + created + `}`},
 		{"v3 long SMS", `{"v":3,"key":"k","phone":"+79991234567","bodies":{"sms":{"text":"` + strings.Repeat("x", 1601) + `"}},"text":"t",` + created + `}`},
+		{"v3 with not_before", `{"v":3,"key":"k","chat_id":1,"not_before":"2026-01-01T08:00:00Z","text":"t",` + created + `}`},
+		{"v4 not_before not RFC 3339", `{"v":4,"key":"k","chat_id":1,"not_before":"tomorrow","text":"t",` + created + `}`},
 		{"bad priority", `{"v":1,"key":"k","chat_id":1,"text":"t","priority":"urgent",` + created + `}`},
 		{"bad parse mode", `{"v":1,"key":"k","chat_id":1,"text":"t","parse_mode":"Markdown",` + created + `}`},
 	} {

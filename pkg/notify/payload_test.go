@@ -81,7 +81,7 @@ func TestDecodePayloadRejects(t *testing.T) {
 		{"trailing", `{"v":1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"} {}`, notify.ErrInvalid, "payload"},
 		{"no version", `{"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
 		{"negative version", `{"v":-1,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
-		{"future version", `{"v":4,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrUnsupportedPayloadVersion, ""},
+		{"future version", `{"v":5,"key":"k","chat_id":1,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrUnsupportedPayloadVersion, ""},
 		{"v1 with an email", `{"v":1,"key":"k","chat_id":1,"email":"a@b.co","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
 		{"v2 without address", `{"v":2,"key":"k","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "chat_id"},
 		{"v2 bad email", `{"v":2,"key":"k","email":"Ann <a@b.co>","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "email"},
@@ -90,6 +90,8 @@ func TestDecodePayloadRejects(t *testing.T) {
 		{"v2 unknown channel", `{"v":2,"key":"k","chat_id":1,"route":["pigeon"],"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "route[0]"},
 		{"v2 repeated channel", `{"v":2,"key":"k","chat_id":1,"route":["telegram","telegram"],"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "route[1]"},
 		{"v2 bad fallback", `{"v":2,"key":"k","chat_id":1,"email":"a@b.co","fallback_after":"soon","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "fallback_after"},
+		{"v3 with not_before", `{"v":3,"key":"k","chat_id":1,"not_before":"2026-01-01T08:00:00Z","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "v"},
+		{"v4 not_before too far", `{"v":4,"key":"k","chat_id":1,"not_before":"2026-01-03T00:00:01Z","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "not_before"},
 		{"no created_at", `{"v":1,"key":"k","chat_id":1,"text":"t"}`, notify.ErrInvalid, "created_at"},
 		{"bad chat type", `{"v":1,"key":"k","chat_id":"1","text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "payload"},
 		{"zero chat", `{"v":1,"key":"k","chat_id":0,"text":"t","created_at":"2026-01-01T00:00:00Z"}`, notify.ErrInvalid, "chat_id"},
@@ -281,5 +283,34 @@ func TestValidateAddresses(t *testing.T) {
 	ok := notify.Notification{Key: "k", Text: strings.Repeat("x", 4096), ChatID: 1, Email: "ann@example.com"}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("4096 characters to Telegram and email: %v", err)
+	}
+}
+
+// A scheduled notification is written as version 4, which a worker that
+// knows only version 3 refuses instead of sending it at once; without
+// not_before the version stays as low as before.
+func TestPayloadVersionScheduled(t *testing.T) {
+	n := validNotification()
+	n.NotBefore = n.CreatedAt.Add(3 * time.Hour)
+	b, err := n.MarshalPayload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), `{"v":4,`) || !strings.Contains(string(b), `"not_before":"`) {
+		t.Fatalf("a scheduled notification encoded as %s, want version 4 with not_before", b)
+	}
+	got, err := notify.DecodePayload(b)
+	if err != nil {
+		t.Fatalf("DecodePayload(%s): %v", b, err)
+	}
+	if !got.NotBefore.Equal(n.NotBefore) {
+		t.Fatalf("not_before = %v, want %v", got.NotBefore, n.NotBefore)
+	}
+	if !got.Scheduled(n.CreatedAt) || got.Scheduled(n.NotBefore) {
+		t.Fatalf("Scheduled: got %v before and %v at not_before, want true and false", got.Scheduled(n.CreatedAt), got.Scheduled(n.NotBefore))
+	}
+	n.NotBefore = time.Time{}
+	if b, _ := n.MarshalPayload(); !strings.HasPrefix(string(b), `{"v":1,`) {
+		t.Fatalf("without not_before encoded as %s, want version 1", b)
 	}
 }

@@ -205,12 +205,12 @@ func TestOlderVersionWithRichFieldsRejected(t *testing.T) {
 // A payload of a version this program does not know is refused with an
 // error that names the version.
 func TestNewerVersionRefused(t *testing.T) {
-	_, err := notify.DecodePayload([]byte(`{"v":4,"key":"k","chat_id":1,"text":"t","carousel":[1],"created_at":"2026-01-01T00:00:00Z"}`))
+	_, err := notify.DecodePayload([]byte(`{"v":5,"key":"k","chat_id":1,"text":"t","carousel":[1],"created_at":"2026-01-01T00:00:00Z"}`))
 	var ve *notify.VersionError
-	if !errors.As(err, &ve) || ve.Version != 4 || ve.Newest != notify.PayloadVersion || !errors.Is(err, notify.ErrUnsupportedPayloadVersion) {
-		t.Fatalf("DecodePayload = %v, want a *VersionError for version 4", err)
+	if !errors.As(err, &ve) || ve.Version != 5 || ve.Newest != notify.PayloadVersion || !errors.Is(err, notify.ErrUnsupportedPayloadVersion) {
+		t.Fatalf("DecodePayload = %v, want a *VersionError for version 5", err)
 	}
-	if !strings.Contains(err.Error(), "version 4") {
+	if !strings.Contains(err.Error(), "version 5") {
 		t.Fatalf("error %q does not name the version", err)
 	}
 }

@@ -94,6 +94,9 @@ func enqueue(ctx context.Context, exec func(context.Context, ...any) (sql.Result
 	if !n.ExpiresAt.IsZero() {
 		n.ExpiresAt = n.ExpiresAt.UTC()
 	}
+	if !n.NotBefore.IsZero() {
+		n.NotBefore = n.NotBefore.UTC()
+	}
 	payload, err := n.MarshalPayload()
 	if err != nil {
 		return false, err

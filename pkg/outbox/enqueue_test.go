@@ -237,3 +237,43 @@ func TestEnqueueOnTheApplicationsOwnHandle(t *testing.T) {
 		t.Fatal("Writer.Enqueue with a nil *sql.Tx succeeded, want an error")
 	}
 }
+
+// not_before is checked at enqueue against the created_at Enqueue sets:
+// at most notify.MaxScheduleAhead ahead, and before expires_at.
+func TestEnqueueScheduled(t *testing.T) {
+	db, _ := openDB(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		mutate func(n *notify.Notification)
+	}{
+		{"too far ahead", func(n *notify.Notification) { n.NotBefore = time.Now().Add(notify.MaxScheduleAhead + time.Minute) }},
+		{"after expires_at", func(n *notify.Notification) {
+			n.NotBefore, n.ExpiresAt = time.Now().Add(2*time.Hour), time.Now().Add(time.Hour)
+		}},
+	} {
+		n := validNotification()
+		n.CreatedAt = time.Time{}
+		tc.mutate(&n)
+		_, err := outbox.Enqueue(ctx, db, n)
+		var ve *notify.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "not_before" {
+			t.Errorf("%s: Enqueue = %v, want a validation error on not_before", tc.name, err)
+		}
+	}
+	n := validNotification()
+	n.CreatedAt = time.Time{}
+	n.NotBefore = time.Now().Add(time.Hour).In(time.FixedZone("MSK", 3*3600))
+	enqueue(t, db, n)
+	rows, err := outbox.NewReader(db).Pending(ctx, 0, 10)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("Pending = %v, %v", rows, err)
+	}
+	got, err := notify.DecodePayload(rows[0].Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.NotBefore.Equal(n.NotBefore) || got.NotBefore.Location() != time.UTC {
+		t.Fatalf("not_before = %v, want %v in UTC", got.NotBefore, n.NotBefore)
+	}
+}

@@ -57,7 +57,9 @@ func NewReader(db *sql.DB) *Reader { return &Reader{db: db} }
 const publishedUpTo = `(SELECT COALESCE(MAX(upto), 0) FROM outbox_marks)`
 
 // Pending returns up to limit pending rows with id greater than afterID, in
-// id order. Ids commit in order (SQLite has one writer at a time and ids are
+// id order, without the cancelled ones: those are never published (a
+// cancelled row after the last one published stays pending until a later
+// row is marked). Ids commit in order (SQLite has one writer at a time and ids are
 // assigned under its lock), so a reader that advances afterID to the last id
 // it saw never skips a row that commits later.
 func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, error) {
@@ -65,7 +67,7 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 		return nil, fmt.Errorf("reading pending rows: limit %d must be positive", limit)
 	}
 	rows, err := r.db.QueryContext(ctx, `SELECT id, key, channel, recipient, recipient_token, payload, created_at
-		FROM outbox WHERE id > MAX(?, `+publishedUpTo+`) ORDER BY id LIMIT ?`, afterID, limit)
+		FROM outbox WHERE id > MAX(?, `+publishedUpTo+`) AND cancelled_at IS NULL ORDER BY id LIMIT ?`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading pending rows after id %d: %w", afterID, err)
 	}
@@ -175,8 +177,8 @@ func (r *Reader) Backlog(ctx context.Context) (Backlog, error) {
 		created sql.NullInt64
 	)
 	err := r.db.QueryRowContext(ctx, `WITH p(upto) AS (SELECT `+publishedUpTo+`)
-		SELECT (SELECT COUNT(*) FROM outbox, p WHERE id > p.upto),
-			(SELECT created_at FROM outbox, p WHERE id > p.upto ORDER BY id LIMIT 1)`).Scan(&b.Pending, &created)
+		SELECT (SELECT COUNT(*) FROM outbox, p WHERE id > p.upto AND cancelled_at IS NULL),
+			(SELECT created_at FROM outbox, p WHERE id > p.upto AND cancelled_at IS NULL ORDER BY id LIMIT 1)`).Scan(&b.Pending, &created)
 	if err != nil {
 		return Backlog{}, fmt.Errorf("measuring the backlog: %w", err)
 	}

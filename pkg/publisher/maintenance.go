@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -21,6 +22,8 @@ func (p *Publisher) maintain(ctx context.Context) {
 	defer checkpoint.Stop()
 	truncate := time.NewTicker(p.opts.TruncateInterval)
 	defer truncate.Stop()
+	cancels := time.NewTicker(p.opts.CancelInterval)
+	defer cancels.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -33,6 +36,8 @@ func (p *Publisher) maintain(ctx context.Context) {
 			p.checkpoint(ctx, "PASSIVE")
 		case <-truncate.C:
 			p.checkpoint(ctx, "TRUNCATE")
+		case <-cancels.C:
+			p.carryCancels(ctx)
 		}
 	}
 }
@@ -76,6 +81,44 @@ func (p *Publisher) purge(ctx context.Context) {
 		p.log.Warn("purging published rows", "err", err, "deleted", n)
 	case n > 0:
 		p.log.Debug("purged published rows", "deleted", n, "retention", p.opts.PurgeRetention)
+	}
+}
+
+// cancelBatch bounds the cancel requests carried per tick.
+const cancelBatch = 100
+
+// carryCancels writes a cancel mark in notify_delivered for each cancelled
+// row of the published prefix whose cancel is not carried yet, and records
+// what the mark found in the row's cancel_result. Such a row was published
+// before it was cancelled, or while (the publisher had read it), or was
+// skipped as cancelled: the mark stops it in every case unless a worker had
+// begun sending it. delivery.Cancel publishes the outcome as an event. A
+// failure is logged and the request tried again at the next tick.
+func (p *Publisher) carryCancels(ctx context.Context) {
+	reqs, err := p.reader.CancelRequests(ctx, cancelBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("reading cancel requests", "err", err)
+		}
+		return
+	}
+	for _, r := range reqs {
+		res, err := delivery.Cancel(ctx, p.js, p.opts.Names, r.Key, "publisher", p.opts.Now())
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("writing a cancel mark; retrying at the next tick", "key", r.Key, "err", err)
+			}
+			return
+		}
+		result := outbox.CancelResultCancelled
+		if res.Outcome == delivery.CancelTooLate {
+			result = outbox.CancelResultTooLate
+		}
+		if err := p.reader.SetCancelResult(ctx, r.ID, result); err != nil {
+			p.log.Warn("recording a cancel result; carried again at the next tick (harmless)", "key", r.Key, "err", err)
+			return
+		}
+		p.log.Info("cancel carried to the workers", "key", r.Key, "result", result)
 	}
 }
 

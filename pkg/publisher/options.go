@@ -30,6 +30,7 @@ const (
 	DefaultCheckpointInterval = 250 * time.Millisecond
 	DefaultTruncateInterval   = 10 * time.Second
 	DefaultBacklogInterval    = 2 * time.Second
+	DefaultCancelInterval     = time.Second
 )
 
 // checkpointBusyTimeout bounds how long a TRUNCATE checkpoint waits for
@@ -86,6 +87,9 @@ type Options struct {
 	PurgeInterval time.Duration
 	// PurgeChunk is the most rows deleted per transaction. Default 1000.
 	PurgeChunk int
+	// CancelInterval is how often cancelled rows of the published prefix
+	// are carried to the workers as cancel marks. Default 1s.
+	CancelInterval time.Duration
 	// CheckpointInterval is how often the WAL is copied into the database
 	// (a PASSIVE checkpoint, which never waits). Default 250ms.
 	CheckpointInterval time.Duration
@@ -134,6 +138,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.PurgeRetention, DefaultPurgeRetention)
 	setDefault(&o.PurgeInterval, DefaultPurgeInterval)
 	setDefault(&o.PurgeChunk, DefaultPurgeChunk)
+	setDefault(&o.CancelInterval, DefaultCancelInterval)
 	setDefault(&o.CheckpointInterval, DefaultCheckpointInterval)
 	setDefault(&o.TruncateInterval, DefaultTruncateInterval)
 	setDefault(&o.BacklogInterval, DefaultBacklogInterval)
@@ -172,6 +177,7 @@ func (o Options) Validate() error {
 		{"LockPollInterval", o.LockPollInterval},
 		{"PurgeRetention", o.PurgeRetention},
 		{"PurgeInterval", o.PurgeInterval},
+		{"CancelInterval", o.CancelInterval},
 		{"CheckpointInterval", o.CheckpointInterval},
 		{"TruncateInterval", o.TruncateInterval},
 		{"BacklogInterval", o.BacklogInterval},

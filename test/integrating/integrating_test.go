@@ -115,6 +115,9 @@ func TestDocumentedContract(t *testing.T) {
 	if insert == "" || !strings.Contains(fields(script), fields(insert)) {
 		t.Errorf("%s does not run the page's INSERT:\n%s", scriptPath, insert)
 	}
+	if cancel := blocks["cancel"]; cancel == "" || !strings.Contains(fields(script), fields(cancel)) {
+		t.Errorf("%s does not run the page's cancelling UPDATE:\n%s", scriptPath, cancel)
+	}
 	for _, uses := range []string{`"schema.sql"`, `"connection.sql"`, `"BEGIN IMMEDIATE"`, "isolation_level=None"} {
 		if !strings.Contains(script, uses) {
 			t.Errorf("%s does not use %s as the page says", scriptPath, uses)
@@ -213,6 +216,12 @@ func TestPythonApplication(t *testing.T) {
 	if key := placeOrder(t, py, db, "--id", "P1", "--chat-id", "100"); key != "order:P1:accepted" {
 		t.Fatalf("place_order.py printed %q, want the key order:P1:accepted", key)
 	}
+	// An order cancelled before the publisher runs: its notification is
+	// never published.
+	placeOrder(t, py, db, "--id", "C1", "--chat-id", "101")
+	if key := placeOrder(t, py, db, "--id", "C1", "--chat-id", "101", "--cancel"); key != "order:C1:accepted" {
+		t.Fatalf("place_order.py --cancel printed %q, want the key order:C1:accepted", key)
+	}
 
 	sup, err := procs.New(filepath.Join(t.TempDir(), "logs"), nil)
 	if err != nil {
@@ -242,6 +251,9 @@ func TestPythonApplication(t *testing.T) {
 		return out
 	}
 	natstest.WaitFor(t, 30*time.Second, func() bool { return len(texts(100)) == 1 }, "order P1's notification delivered")
+	if n := storedOn(t, env, jetstream.Subject("telegram", "101")); n != 0 {
+		t.Fatalf("the cancelled order's notification was published %d times, want never", n)
+	}
 
 	t.Run("the same order twice is one notification", func(t *testing.T) {
 		if key := placeOrder(t, py, db, "--id", "P1", "--chat-id", "100"); key != "order:P1:accepted" {

@@ -23,6 +23,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
+	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
 // natsUser is one user of configs/nats-server-auth.conf: its name (the
@@ -195,6 +196,28 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 	if got := mail.WaitForMessages(1, 10*time.Second); len(got) != 1 || len(got[0].To) != 1 || got[0].To[0].Address != "bob@shop.example" {
 		t.Errorf("Mailpit holds %+v, want one message to bob@shop.example", got)
 	}
+	// Cancels under these users: the application cancels P1's published
+	// row, and the publisher carries it to the workers (a cancel mark in
+	// notify_delivered, the cancel_too_late event: P1 was delivered); the
+	// operator's tgnotify cancel of P3 is too late as well.
+	app, err := outbox.Open(context.Background(), db, outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	if st, err := outbox.Cancel(context.Background(), app, shop.NotificationKeyFor("P1", "accepted")); err != nil || st != outbox.CancelledPublished {
+		t.Fatalf("cancelling P1's row: %v, %v; want published", st, err)
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		var r *string
+		err := app.QueryRow(`SELECT cancel_result FROM outbox WHERE key = ?`, shop.NotificationKeyFor("P1", "accepted")).Scan(&r)
+		return err == nil && r != nil && *r == outbox.CancelResultTooLate
+	}, "the publisher to carry P1's cancel and find it too late")
+	if r := runBinary(t, bin(t, "tgnotify"), nil, "cancel", "-nats", url, "-nats-nkey", users["operator"].seed,
+		shop.NotificationKeyFor("P3", "accepted")); r.code != 3 || !strings.Contains(r.output, "too late") {
+		t.Errorf("tgnotify cancel as the operator: exit %d, want 3 (too late):\n%s", r.code, r.output)
+	}
+
 	// The customer of chat 200 unblocks the bot: the telegram worker's
 	// update intake (its lease and offset in notify_chats, the revive, the
 	// recipient_revived event) revives the chat, and the next order to it

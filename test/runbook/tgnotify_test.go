@@ -127,6 +127,22 @@ func TestRunbookTgnotifyCommands(t *testing.T) {
 		mustContain(t, "tgnotify after the script's replay", out, r3.Key+": already replayed")
 	})
 
+	t.Run("cancel a pending notification", func(t *testing.T) {
+		db, err := outbox.Open(ctx, dbPath, outbox.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r4 := notify.Notification{Key: "order:R4:accepted", ChatID: 100, Text: "order R4 accepted"}
+		if _, err := outbox.Enqueue(ctx, db, r4); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		out := sh.run(t, "tgnotify-cancel", "DB="+dbPath, "KEY="+r4.Key)
+		mustContain(t, "cancel", out, "outbox: cancelled before it was published", "cancelled: "+r4.Key+" will not be sent")
+		out = sh.run(t, "tgnotify-status", "DB="+dbPath, "KEY="+r4.Key)
+		mustContain(t, "status of the cancelled one", out, r4.Key+": cancelled", "cancelled: by tgnotify cancel")
+	})
+
 	t.Run("purge", func(t *testing.T) {
 		out := sh.run(t, "tgnotify-dlq-purge", "REASON=max_attempts")
 		mustContain(t, "purge", out, "would purge 2 dead letter(s) on dead.notify.*.max_attempts.*; nothing was deleted",
