@@ -453,10 +453,17 @@ func (s *scheduler) setRate(r rate.Limit, now time.Time) {
 // fallback deadline, to a dead recipient — whatever admission and the limits
 // say, so that a long pause, an open breaker or a halt does not keep them
 // from moving to the next channel of their route.
-func (s *scheduler) due(isDue func(*job) bool) []*job {
+//
+// A lane that must wait — behind a parked message, for the check of an
+// inherited hold, or for its takeover check — waits here too: its head
+// moving to the next channel first would reorder the recipient there
+// (found by CI's chaos run: after a takeover, a message past its
+// fallback_after was handed on to email before the one the dead worker had
+// held).
+func (s *scheduler) due(now time.Time, isDue func(*job) bool) []*job {
 	var out []*job
 	for _, l := range s.lanes {
-		if l.inflight != nil || len(l.queue) == 0 || !isDue(l.queue[0]) {
+		if !l.schedulable() || l.verify != nil || (!l.cleared && now.Before(s.takeoverUntil)) || !isDue(l.queue[0]) {
 			continue
 		}
 		if l.heap != nil {

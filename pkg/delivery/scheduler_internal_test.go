@@ -599,3 +599,30 @@ func TestSchedulerHandBackOfAnInFlightMessageKeepsItsLaneBehindIt(t *testing.T) 
 		t.Fatalf("sent %v, want [1 2]", seqs(got))
 	}
 }
+
+// A head message that can be settled without a request (past its
+// fallback deadline, expired, to a dead recipient) still waits for what its
+// lane waits for: a parked earlier message, or the lane's takeover check.
+// Moved on first, it would reach the next channel before the earlier one.
+func TestSchedulerDueWaitsForTheLane(t *testing.T) {
+	s, v := newTestScheduler(30)
+	all := func(*job) bool { return true }
+	// An earlier message of the lane is parked.
+	v.apply(first(s.arrive(mkJob(1, "100"), t0)))
+	j, _ := s.next(t0)
+	v.apply(s.finish(j, t0, true, retryLater, 5*time.Second))
+	v.apply(first(s.arrive(mkJob(2, "100"), t0)))
+	if got := s.due(t0, all); len(got) != 0 {
+		t.Fatalf("due took seq %d while seq 1 is parked", got[0].seq)
+	}
+	// A takeover: an uncleared lane waits for its check.
+	s.startTakeover(t0.Add(time.Minute), t0)
+	v.apply(first(s.arrive(mkJob(3, "200"), t0)))
+	if got := s.due(t0, all); len(got) != 0 {
+		t.Fatalf("due took seq %d before its lane's takeover check", got[0].seq)
+	}
+	v.apply(s.laneCleared("200", nil, t0.Add(time.Minute), t0))
+	if got := s.due(t0, all); len(got) != 1 || got[0].seq != 3 {
+		t.Fatalf("due took %v once the lane was cleared, want seq 3", got)
+	}
+}

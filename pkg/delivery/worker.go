@@ -499,7 +499,7 @@ func (w *Worker) probe() {
 // and publishes the gauges.
 func (w *Worker) housekeep() {
 	now := w.now()
-	for _, j := range w.sched.due(w.due(now)) {
+	for _, j := range w.sched.due(now, w.due(now)) {
 		w.launchOne(j)
 	}
 	deg, rateChanged := w.degrade.evaluate(now, w.stats.queueDepth.Load())
