@@ -410,14 +410,18 @@ func (w *Worker) giveUp(ctx context.Context, j *job, target string, l letter, fa
 		}
 		w.log.Info("moved to the next channel", "key", j.n.Key, "from", w.name, "to", next, "reason", l.reason)
 	}
+	if !hasNext {
+		// Stored before the message is terminated (events.deadNow).
+		if err := w.events.deadNow(ctx, j, l, now); err != nil {
+			w.log.Error("cannot publish the dead event; retrying later", "key", j.n.Key, "err", err)
+			return result{job: j, disp: retryHere, at: w.now(), delay: stateRetry}
+		}
+	}
 	if err := w.store.deadLetter(ctx, j, l); err != nil {
 		w.log.Error("cannot dead-letter; retrying later", "key", j.n.Key, "err", err)
 		return result{job: j, disp: retryHere, at: w.now(), delay: stateRetry}
 	}
 	w.countDead(l.reason)
-	if !hasNext {
-		w.events.dead(j, l, now)
-	}
 	if j.n.Key != "" {
 		if err := w.store.markDone(ctx, j.n.Key, l.reason); err != nil {
 			w.log.Warn("cannot record that this channel gave up", "key", j.n.Key, "err", err)

@@ -1,8 +1,10 @@
 package delivery
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -268,7 +270,36 @@ func (e *events) dead(j *job, l letter, at time.Time) {
 	if j.n.Key == "" {
 		return // poison without a key: nobody to tell
 	}
-	e.publish(e.names.SubjectDead, "dead:"+j.n.Key, Event{
-		Key: j.n.Key, Event: EventDead, Channel: e.channel, Recipient: j.lane,
-		Reason: l.reason, Code: l.code, Description: l.description, At: at})
+	e.publish(e.names.SubjectDead, "dead:"+j.n.Key, deadEvent(e.channel, j, l, at))
+}
+
+// deadNow publishes the dead event and waits until it is stored, so that
+// the message is terminated only after it: a worker killed in between
+// leaves the message to be redelivered and given up on again, where a
+// terminated message whose event was lost leaves the application waiting
+// for ever (found by CI's chaos run on the cluster). The message id drops
+// a repeat.
+func (e *events) deadNow(ctx context.Context, j *job, l letter, at time.Time) error {
+	if j.n.Key == "" {
+		return nil
+	}
+	b, err := json.Marshal(deadEvent(e.channel, j, l, at))
+	if err != nil {
+		return err
+	}
+	m := &nats.Msg{Subject: e.names.SubjectDead, Data: b, Header: nats.Header{}}
+	m.Header.Set(nats.MsgIdHdr, "dead:"+j.n.Key)
+	m.Header.Set(jetstream.HeaderKey, j.n.Key)
+	m.Header.Set(jetstream.HeaderContentType, "application/json")
+	pctx, cancel := context.WithTimeout(ctx, eventAckWait)
+	defer cancel()
+	if _, err := e.js.PublishMsg(pctx, m); err != nil {
+		return fmt.Errorf("publishing the dead event of %q: %w", j.n.Key, jetstream.Denied(e.js.Conn(), err))
+	}
+	return nil
+}
+
+func deadEvent(channel string, j *job, l letter, at time.Time) Event {
+	return Event{Key: j.n.Key, Event: EventDead, Channel: channel, Recipient: j.lane,
+		Reason: l.reason, Code: l.code, Description: l.description, At: at}
 }
