@@ -2,15 +2,11 @@ package delivery
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
@@ -18,30 +14,10 @@ import (
 // notify_delivered that counts lost cancels.
 func cancelEnv(t *testing.T) (natsjs.JetStream, *store, *int) {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := jetstream.ProvisionWorker(ctx, js, jetstream.WorkerSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := recordStore(t)
 	lost := new(int)
-	s := &store{js: js, channel: "telegram", delivered: res.Delivered, attempts: res.Attempts,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, cancelLost: func() { *lost++ },
-		deliveredSubjects: subjectsOf(res.Delivered), attemptsSubjects: subjectsOf(res.Attempts), direct: newDirectReader(nc)}
-	t.Cleanup(s.direct.close)
-	return js, s, lost
+	s.cancelLost = func() { *lost++ }
+	return s.js, s, lost
 }
 
 // Of a claim and a cancel mark on one key exactly one is created; a
