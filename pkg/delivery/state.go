@@ -122,6 +122,9 @@ type sharedState struct {
 	// loaded is closed once the initial values are loaded.
 	loaded     chan struct{}
 	loadedOnce sync.Once
+	// loadStall is how long the initial load may go without a value
+	// before the watch is started again (initialLoadStall).
+	loadStall time.Duration
 
 	mu sync.RWMutex
 	// revs are the revisions of the keys' latest values applied (one per
@@ -141,15 +144,40 @@ func newSharedState(kv natsjs.KeyValue, channel string, log *slog.Logger, onPaus
 		kv: kv, keys: keyspaceFor(channel), channel: channel, log: log, onPause: onPause,
 		deadSet: map[string]DeadRecipient{}, redirect: map[string]string{}, holds: map[string]hold{}, revs: map[string]uint64{},
 		changed: make(chan struct{}, 1), now: time.Now, loaded: make(chan struct{}),
+		loadStall: initialLoadStall,
 	}
 }
 
-// watch loads the channel's keys and follows them until ctx ends. ready is
-// closed once the initial values are loaded.
+// initialLoadStall bounds the silence of a watch's initial load. nats.go
+// sends the mark that ends the initial values when as many values as the
+// consumer had pending have arrived; when it cannot read that count (the
+// bucket's stream electing a leader), the mark comes only after a value,
+// and never for a channel with no keys. The worker consumes only once the
+// initial values are loaded, so a load that stops for this long is started
+// again.
+const initialLoadStall = 5 * time.Second
+
+// errLoadStalled is returned when a watch's initial load stops before its
+// end.
+var errLoadStalled = errors.New("initial values stopped arriving before their end")
+
+// watch loads the channel's keys and follows them until ctx ends, watching
+// again after any failure. ready is closed once the initial values are
+// loaded, by whichever attempt loads them.
 func (s *sharedState) watch(ctx context.Context, ready chan<- struct{}) {
+	var once sync.Once
+	loaded := func() {
+		once.Do(func() {
+			if ready != nil {
+				close(ready)
+			}
+		})
+	}
 	for {
-		err := s.watchOnce(ctx, ready)
-		ready = nil
+		// Every attempt until one has loaded the initial values may close
+		// ready: a first attempt that fails (JetStream electing a leader)
+		// must not leave the worker waiting for ever.
+		err := s.watchOnce(ctx, loaded)
 		if ctx.Err() != nil {
 			return
 		}
@@ -164,27 +192,38 @@ func (s *sharedState) watch(ctx context.Context, ready chan<- struct{}) {
 	}
 }
 
-func (s *sharedState) watchOnce(ctx context.Context, ready chan<- struct{}) error {
+func (s *sharedState) watchOnce(ctx context.Context, loaded func()) error {
 	w, err := s.kv.Watch(ctx, s.keys.watchFilter())
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", s.kv.Bucket(), err)
 	}
 	defer w.Stop()
+	stall := time.NewTimer(s.loadStall)
+	defer stall.Stop()
+	loading := true
 	for {
+		var stalled <-chan time.Time
+		if loading {
+			stalled = stall.C
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-stalled:
+			return fmt.Errorf("watching %s: %w (%s without a value)", s.kv.Bucket(), errLoadStalled, s.loadStall)
 		case e, ok := <-w.Updates():
 			if !ok {
 				return errors.New("watcher closed")
 			}
 			if e == nil { // initial values loaded
+				loading = false
+				stall.Stop()
 				s.loadedOnce.Do(func() { close(s.loaded) })
-				if ready != nil {
-					close(ready)
-					ready = nil
-				}
+				loaded()
 				continue
+			}
+			if loading {
+				stall.Reset(s.loadStall)
 			}
 			s.apply(e.Key(), e.Value(), e.Operation() != natsjs.KeyValuePut, e.Revision())
 		}

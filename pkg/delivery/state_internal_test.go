@@ -1,8 +1,15 @@
 package delivery
 
 import (
+	"context"
 	"log/slog"
+	"strconv"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // TestSharedStateIgnoresStaleWatcherValues: the watcher lags behind the
@@ -32,5 +39,129 @@ func TestSharedStateIgnoresStaleWatcherValues(t *testing.T) {
 		if _, dead := s.deadRecipient("42"); dead != st.dead {
 			t.Fatalf("after %s: dead %v, want %v", st.what, dead, st.dead)
 		}
+	}
+}
+
+// scriptedWatches is a notify_chats bucket whose Watch calls follow a
+// script: each call takes the next step, an error or a watcher fed by the
+// step's channel.
+type scriptedWatches struct {
+	natsjs.KeyValue
+	mu    sync.Mutex
+	steps []watchStep
+	calls int
+}
+
+type watchStep struct {
+	err     error
+	updates chan natsjs.KeyValueEntry
+}
+
+func (k *scriptedWatches) Bucket() string { return "notify_chats" }
+
+func (k *scriptedWatches) Watch(context.Context, string, ...natsjs.WatchOpt) (natsjs.KeyWatcher, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	st := k.steps[min(k.calls, len(k.steps)-1)]
+	k.calls++
+	if st.err != nil {
+		return nil, st.err
+	}
+	return scriptedWatcher(st.updates), nil
+}
+
+type scriptedWatcher chan natsjs.KeyValueEntry
+
+func (w scriptedWatcher) Updates() <-chan natsjs.KeyValueEntry { return w }
+func (w scriptedWatcher) Stop() error                          { return nil }
+
+// deadEntry is the value of dead.<recipient> for the telegram channel.
+type deadEntry struct {
+	natsjs.KeyValueEntry
+	recipient string
+	rev       uint64
+}
+
+func (e deadEntry) Key() string                  { return "dead." + e.recipient }
+func (e deadEntry) Value() []byte                { return []byte(`{"reason":"blocked"}`) }
+func (e deadEntry) Revision() uint64             { return e.rev }
+func (e deadEntry) Operation() natsjs.KeyValueOp { return natsjs.KeyValuePut }
+
+// TestSharedStateReadyAfterAFailedFirstWatch: a worker started while
+// notify_chats is electing a leader fails its first watches ("JetStream
+// system temporarily unavailable"); the attempt that loads the initial
+// values must still let it consume. Before the fix only the first attempt
+// could, and every worker started then waited without consuming (the
+// cluster chaos run, seed 11).
+func TestSharedStateReadyAfterAFailedFirstWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loaded := make(chan natsjs.KeyValueEntry, 2)
+		loaded <- deadEntry{recipient: "42", rev: 3}
+		loaded <- nil
+		kv := &scriptedWatches{steps: []watchStep{
+			{err: natsjs.ErrJetStreamNotEnabled},
+			{err: natsjs.ErrJetStreamNotEnabled},
+			{updates: loaded},
+		}}
+		s := newSharedState(kv, "telegram", slog.New(slog.DiscardHandler), nil)
+		waitReady(t, s, 2*time.Second+time.Millisecond)
+		if _, dead := s.deadRecipient("42"); !dead {
+			t.Fatal("the value loaded by the third watch is missing")
+		}
+	})
+}
+
+// TestSharedStateStalledLoadIsWatchedAgain: a watch whose initial values
+// stop before their end mark is replaced after initialLoadStall, and the
+// next one's values make the worker ready; a load that keeps delivering
+// values is not cut however long it takes.
+func TestSharedStateStalledLoadIsWatchedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stalled := make(chan natsjs.KeyValueEntry, 1)
+		stalled <- deadEntry{recipient: "7", rev: 2}
+		slow := make(chan natsjs.KeyValueEntry)
+		kv := &scriptedWatches{steps: []watchStep{{updates: stalled}, {updates: slow}}}
+		s := newSharedState(kv, "telegram", slog.New(slog.DiscardHandler), nil)
+		go func() {
+			// The second load: a value every 4 s (under the stall bound),
+			// then its end, 12 s after it began.
+			for i := range 3 {
+				time.Sleep(initialLoadStall - time.Second)
+				slow <- deadEntry{recipient: strconv.Itoa(100 + i), rev: uint64(10 + i)}
+			}
+			slow <- nil
+		}()
+		start := time.Now()
+		waitReady(t, s, time.Minute)
+		// The first watch stalls out 5 s after its value, the watcher waits
+		// 1 s; the second load takes its first value then (due since 4 s)
+		// and its end 8 s later, at 14 s.
+		if got := time.Since(start); got < 3*(initialLoadStall-time.Second) {
+			t.Fatalf("ready after %s, before the second load ended", got)
+		}
+		if kv.calls != 2 {
+			t.Fatalf("%d watches, want 2: a load that delivers values was cut", kv.calls)
+		}
+		for _, r := range []string{"7", "100", "101", "102"} {
+			if _, dead := s.deadRecipient(r); !dead {
+				t.Fatalf("recipient %s not dead after the loads", r)
+			}
+		}
+	})
+}
+
+// waitReady runs s.watch until ready is closed or within is over (on the
+// bubble's clock), then stops it.
+func waitReady(t *testing.T, s *sharedState, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); s.watch(ctx, ready) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-ready:
+	case <-time.After(within):
+		t.Fatalf("not ready within %s", within)
 	}
 }
