@@ -105,7 +105,7 @@ func Defaults() Config {
 		LimitChats: 1500, HotOthers: 1000, HotMessages: 100,
 		StormOrders: 600, StormPauses: 3, StormPause: 3 * time.Second, StormGap: 4 * time.Second,
 		CeilingMessages: 50_000, CeilingInFlight: 64, CeilingSyncMessages: 5_000,
-		MemoryPending: 100_000, MemoryChats: 50_000, MemoryObserve: 12 * time.Second,
+		MemoryPending: 1_000_000, MemoryChats: 200_000, MemoryObserve: 12 * time.Second,
 		FailoverRuns: 3, FailoverRate: 20, FailoverWarmup: 5 * time.Second, FailoverWindow: 15 * time.Second,
 		EndToEndRate: 1000, EndToEndChats: 10_000, EndToEndDuration: time.Minute,
 		DLQLetters: 20_000, DLQScriptLetters: 300,
