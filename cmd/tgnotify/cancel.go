@@ -67,11 +67,11 @@ func parseCancel(args []string, s streams) (*cancelSettings, error) {
 	if err := cs.Parse(args); err != nil {
 		return nil, err
 	}
-	rest := cs.FlagSet().Args()
-	if len(rest) != 1 {
-		return nil, &config.Error{Err: fmt.Errorf("want one KEY after the flags, got %q", rest)}
+	key, err := oneKey(cs)
+	if err != nil {
+		return nil, err
 	}
-	p.key = rest[0]
+	p.key = key
 	return p, nil
 }
 

@@ -55,11 +55,11 @@ func parseStatus(args []string, s streams) (*statusSettings, error) {
 	if err := cs.Parse(args); err != nil {
 		return nil, err
 	}
-	rest := cs.FlagSet().Args()
-	if len(rest) != 1 {
-		return nil, &config.Error{Err: fmt.Errorf("want one KEY after the flags, got %q", rest)}
+	key, err := oneKey(cs)
+	if err != nil {
+		return nil, err
 	}
-	p.key = rest[0]
+	p.key = key
 	return p, nil
 }
 
@@ -203,4 +203,14 @@ func parseWhen(v string, now time.Time) (time.Time, error) {
 func checkWhen(v string) error {
 	_, err := parseWhen(v, time.Now())
 	return err
+}
+
+// oneKey returns the one idempotency key a command takes after its flags,
+// or an error naming what it got instead.
+func oneKey(cs *config.Set) (string, error) {
+	rest := cs.FlagSet().Args()
+	if len(rest) != 1 {
+		return "", &config.Error{Err: fmt.Errorf("want one KEY after the flags, got %q", rest)}
+	}
+	return rest[0], nil
 }
