@@ -40,7 +40,7 @@ const (
 // changes the dispatcher's state is reported in the result.
 func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	now := w.now()
-	remembered, e, err := w.store.lookup(ctx, j.n.Key)
+	remembered, e, last, err := w.store.lookup(ctx, j.n.Key)
 	if err != nil {
 		w.log.Warn("cannot read the delivery record; retrying later", "key", j.n.Key, "err", err)
 		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
@@ -52,6 +52,8 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		return w.cancelled(j, e.rec, now)
 	case e != nil && e.state() == StateDelivered:
 		return w.alreadyDelivered(j, e.record(), now)
+	case e != nil && e.state() == StateSending && w.heldElsewhere(ctx, e.rec):
+		return w.waitForHolder(j, e, now)
 	}
 	// A send claim left by an attempt that died mid-send: sent again, as
 	// before claims existed (the crash window of delivered).
@@ -86,20 +88,23 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	// The send claim: from here a cancel is too late, until the claim is
 	// released after an attempt that cannot have delivered.
 	cctx, cancel := context.WithTimeout(ctx, claimWait)
-	c, err := w.store.claim(cctx, j.n.Key, target, j.seq)
+	c, err := w.records.claim(cctx, j.n.Key, target, j.seq, last)
 	cancel()
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
 	case err != nil:
 		// The entry was just read, so notify_delivered answers reads but
-		// takes no write: its leader is being elected. Sending waits for
-		// no election; a cancel cannot be written before the leader is
-		// back either, and one written after it, while this send is in
-		// flight, loses (record counts it).
-		w.m.unclaimed.Inc()
-		w.log.Warn("cannot write the send claim; sending without it", "key", j.n.Key, "err", err)
-		c = claimResult{}
+		// takes no write: its leader is being elected. The send waits for
+		// it: without a claim, another worker handed the same message
+		// meanwhile (the pin moving in the same election) would find
+		// nothing and send it too, and a cancel written meanwhile would
+		// lose (found by the long chaos run on the cluster).
+		w.m.claimWaits.Inc()
+		w.log.Warn("cannot write the send claim; the send waits for it", "key", j.n.Key, "err", err, "retry_in", stateRetry)
+		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+	case c.held != nil:
+		return w.waitForHolder(j, c.held, now)
 	case c.found != nil && c.found.state() == StateCancelled:
 		return w.cancelled(j, c.found.rec, now)
 	case c.found != nil:
@@ -221,6 +226,16 @@ func (w *Worker) alreadyDelivered(j *job, rec *DeliveryRecord, now time.Time) re
 	w.stats.already.Add(1)
 	w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)
 	return result{job: j, disp: moveOn, at: now}
+}
+
+// waitForHolder puts the job back for a while: another live worker's
+// fresh claim says it is sending the notification (holder.go); its record
+// tells this worker, at the next attempt, that it was delivered.
+func (w *Worker) waitForHolder(j *job, claim *entry, now time.Time) result {
+	w.m.heldOff.Inc()
+	w.log.Info("another worker is sending this notification; waiting for its record", "key", j.n.Key, "seq", j.seq,
+		"holder", claim.rec.ClaimedBy, "claimed_at", claim.rec.ClaimedAt, "retry_in", stateRetry)
+	return result{job: j, disp: retryHere, at: now, delay: stateRetry}
 }
 
 // settleRedelivery says how long a redelivered message without a delivery

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -225,15 +227,59 @@ type claimResult struct {
 	// found is the entry that stops the send: a cancel mark or a delivery
 	// record written by another worker.
 	found *entry
+	// held is the fresh claim of another live worker, which holds this
+	// send off until that worker's record comes (holder.go).
+	held *entry
 }
 
-// claim creates the send claim of the job's notification before a
-// request. A claim left by an attempt that died mid-send (or by another
-// worker sending the same key, a redelivery race) is taken over at its
-// revision; a cancel mark or a delivery record is returned instead.
+// claim writes the send claim of the job's notification before a request,
+// with the next batch of writes (records.go): over last, the revision of
+// the key's last message the lookup before it read (the claim of an attempt
+// that died mid-send, the delete marker of a released one, or none). A
+// server that finds another last message refuses it (and the batch it is
+// in); so does one that cannot take writes. The claim is then made on its
+// own (store.claim), which reads what changed.
+func (r *recorder) claim(ctx context.Context, key, target string, seq, last uint64) (claimResult, error) {
+	m, err := r.s.claimMsg(key, target, seq, last)
+	if err != nil {
+		return claimResult{}, err
+	}
+	rev, err := r.put(ctx, m)
+	if err == nil && rev > 0 {
+		return claimResult{rev: rev}, nil
+	}
+	if ctx.Err() != nil {
+		return claimResult{}, fmt.Errorf("claiming %q in %s: %w", key, r.s.names.BucketDelivered, ctx.Err())
+	}
+	return r.s.claim(ctx, key, target, seq)
+}
+
+// claimMsg is the write of a send claim over the key's last message at
+// revision last (0: the key has no message yet), as a message that can be
+// published with others.
+func (s *store) claimMsg(key, target string, seq, last uint64) (*nats.Msg, error) {
+	b, err := s.claimValue(key, target, seq)
+	if err != nil {
+		return nil, err
+	}
+	m := &nats.Msg{Subject: s.deliveredSubjects.prefix + RecordKey(key), Data: b, Header: nats.Header{}}
+	m.Header.Set(natsjs.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	return m, nil
+}
+
+// claimValue is the value of a send claim.
+func (s *store) claimValue(key, target string, seq uint64) ([]byte, error) {
+	return json.Marshal(DeliveryRecord{Key: key, Channel: s.channel, Recipient: target, State: StateSending, StreamSeq: seq,
+		ClaimedAt: s.now().UTC(), ClaimedBy: s.worker})
+}
+
+// claim creates the send claim of the job's notification on its own, with
+// KV Create. A claim left by an attempt that died mid-send is taken over at
+// its revision; a cancel mark or a delivery record is returned instead, and
+// so is the fresh claim of another live worker sending the same key (a
+// redelivery race, or a pin that moved: holder.go).
 func (s *store) claim(ctx context.Context, key, target string, seq uint64) (claimResult, error) {
-	b, err := json.Marshal(DeliveryRecord{Key: key, Channel: s.channel, Recipient: target, State: StateSending, StreamSeq: seq,
-		ClaimedAt: s.now().UTC()})
+	b, err := s.claimValue(key, target, seq)
 	if err != nil {
 		return claimResult{}, err
 	}
@@ -253,6 +299,8 @@ func (s *store) claim(ctx context.Context, key, target string, seq uint64) (clai
 			continue // released in between
 		case e.state() != StateSending:
 			return claimResult{found: e}, nil
+		case s.held != nil && s.held(ctx, e.rec):
+			return claimResult{held: e}, nil
 		}
 		rev, err = s.delivered.Update(ctx, RecordKey(key), b, e.rev)
 		if err == nil {

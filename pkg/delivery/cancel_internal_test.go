@@ -81,3 +81,36 @@ func TestUnclaimedSendOverACancel(t *testing.T) {
 		t.Fatalf("record = %v, lost %d; want nil, still 1", err, *lost)
 	}
 }
+
+// A claim that finds another worker's claim holds off while that claim
+// holds (Worker.heldElsewhere), and takes it over once it does not; either
+// way it never takes over a claim it was not shown.
+func TestClaimHeldOffByAnotherWorkersClaim(t *testing.T) {
+	_, s, _ := cancelEnv(t)
+	ctx := context.Background()
+	s.worker = "A"
+	first, err := s.claim(ctx, "k9", "100", 9)
+	if err != nil || first.rev == 0 {
+		t.Fatalf("claim = %+v, %v; want a claim", first, err)
+	}
+	holds := true
+	var asked []DeliveryRecord
+	s.worker = "B"
+	s.held = func(_ context.Context, rec DeliveryRecord) bool { asked = append(asked, rec); return holds }
+	c, err := s.claim(ctx, "k9", "100", 9)
+	if err != nil || c.rev != 0 || c.held == nil || c.held.rev != first.rev {
+		t.Fatalf("claim over A's live claim = %+v, %v; want held off by it", c, err)
+	}
+	if len(asked) != 1 || asked[0].ClaimedBy != "A" {
+		t.Fatalf("asked about %+v, want A's claim", asked)
+	}
+	holds = false
+	c, err = s.claim(ctx, "k9", "100", 9)
+	if err != nil || c.rev <= first.rev || c.held != nil {
+		t.Fatalf("claim over A's claim that no longer holds = %+v, %v; want it taken over", c, err)
+	}
+	e, err := readEntry(ctx, s.delivered, "k9")
+	if err != nil || e == nil || e.rec.ClaimedBy != "B" || e.rev != c.rev {
+		t.Fatalf("entry after the takeover = %+v, %v; want B's claim", e, err)
+	}
+}

@@ -11,7 +11,8 @@ type metrics struct {
 	alreadyDelivered       prometheus.Counter
 	cancelled              prometheus.Counter
 	scheduled              prometheus.Counter
-	unclaimed              prometheus.Counter
+	claimWaits             prometheus.Counter
+	heldOff                prometheus.Counter
 	cancelsLost            prometheus.Counter
 	failures               *prometheus.CounterVec
 	rateLimited            prometheus.Counter
@@ -61,10 +62,12 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Notifications acked without sending because a cancel mark was found (tgnotify cancel, outbox cancel of a published row)."}),
 		scheduled: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "scheduled_naks_total",
 			Help: "Messages handed back to the stream because their not_before had not come (re-handed back every hour while it is far)."}),
-		unclaimed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "unclaimed_sends_total",
-			Help: "Sends made without a send claim because notify_delivered took no write within 2s (a leader election): a cancel written meanwhile may lose."}),
+		claimWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "claim_waits_total",
+			Help: "Sends put off because their send claim could not be written within 2s (notify_delivered electing a leader): the send waits for the claim."}),
+		heldOff: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "held_off_total",
+			Help: "Sends put off because another live worker's fresh send claim says it is sending the same notification: this worker waits for its record."}),
 		cancelsLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "cancels_lost_total",
-			Help: "Notifications delivered although a cancel mark was written: the send had no claim (unclaimed_sends_total)."}),
+			Help: "Notifications delivered although a cancel mark was written: the send's claim was replaced meanwhile (every send has a claim: should stay 0)."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "failures_total",
 			Help: "Failed requests by class (server, network, timeout, blocked, content, ...)."}, []string{"class"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
@@ -134,7 +137,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help:    "Delivery records per atomic batch: the records of the attempts that finish while a write is on its way are stored together, with one fsync.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
 	}
-	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.unclaimed, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
+	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
 		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch} {

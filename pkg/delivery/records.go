@@ -42,7 +42,9 @@ import (
 // on a server with sync_interval: always, before its ack, so a redelivery
 // always finds it. A record replaces the attempt's send claim (cancel.go)
 // and carries the claim's revision as the expected last sequence of its
-// subject, in a batch too: the server stores it only over that claim.
+// subject, in a batch too: the server stores it only over that claim. The
+// claims themselves go the same way, each over the revision its lookup
+// read, and learn their revisions from the batch's ack.
 
 // maxLookupBatch bounds the keys of one batched lookup; the server answers
 // at most 1024 subjects in one request.
@@ -76,13 +78,17 @@ func subjectsOf(kv natsjs.KeyValue) bucketSubjects {
 type lastValue struct {
 	data []byte
 	rev  uint64
+	// deleted: the key's last entry is a delete or purge marker (at rev),
+	// so it has no value.
+	deleted bool
 }
 
-// readLast reads the last value of each of keys (bucket keys, not
-// idempotency keys) in one batched direct get, and returns the values (with
-// their revisions) of the keys that have one; a deleted or purged key has
-// none. It fails unless the server said the answer was complete: a partial
-// answer would make a delivered message look undelivered.
+// readLast reads the last entry of each of keys (bucket keys, not
+// idempotency keys) in one batched direct get, and returns the entries
+// (with their revisions) of the keys that have one; a deleted or purged key
+// has its marker, with deleted set. It fails unless the server said the
+// answer was complete: a partial answer would make a delivered message look
+// undelivered.
 func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (map[string]lastValue, error) {
 	subjects := make([]string, len(keys))
 	for i, k := range keys {
@@ -94,11 +100,7 @@ func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (
 	if err != nil {
 		return nil, err
 	}
-	prefix := s.js.Options().APIPrefix
-	if prefix == "" {
-		prefix = natsjs.DefaultAPIPrefix
-	}
-	answers, done, err := s.direct.request(prefix+"DIRECT.GET."+b.stream, req, len(keys)+1)
+	answers, done, err := s.direct.request(s.directGet(b.stream), req, len(keys)+1)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", b.stream, err)
 	}
@@ -125,16 +127,76 @@ func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (
 		if !ok {
 			return nil, fmt.Errorf("reading %s: an answer for subject %q, which was not asked for", b.stream, m.Header.Get(natsjs.SubjectHeader))
 		}
+		rev, err := strconv.ParseUint(m.Header.Get(natsjs.SequenceHeader), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: an answer for %q without a valid sequence: %w", b.stream, key, err)
+		}
 		switch m.Header.Get(kvOperationHeader) {
 		case "DEL", "PURGE":
-			delete(found, key)
+			found[key] = lastValue{rev: rev, deleted: true}
 		default:
-			rev, err := strconv.ParseUint(m.Header.Get(natsjs.SequenceHeader), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("reading %s: an answer for %q without a valid sequence: %w", b.stream, key, err)
-			}
 			found[key] = lastValue{data: m.Data, rev: rev}
 		}
+	}
+}
+
+// directGet is the subject of the direct gets of a stream.
+func (s *store) directGet(stream string) string {
+	prefix := s.js.Options().APIPrefix
+	if prefix == "" {
+		prefix = natsjs.DefaultAPIPrefix
+	}
+	return prefix + "DIRECT.GET." + stream
+}
+
+// storedMsg is a stream message read with a direct get.
+type storedMsg struct {
+	subject string
+	seq     uint64
+	header  nats.Header
+	data    []byte
+}
+
+// readNext reads up to max messages of stream on subject, from sequence
+// from on, in one batched direct get; none when there are none. It fails
+// unless the server said the answer was complete.
+func (s *store) readNext(ctx context.Context, stream, subject string, from uint64, max int) ([]storedMsg, error) {
+	req, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+		Batch   int    `json:"batch"`
+	}{from, subject, max})
+	if err != nil {
+		return nil, err
+	}
+	answers, done, err := s.direct.request(s.directGet(stream), req, max+1)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", stream, err)
+	}
+	defer done()
+	var out []storedMsg
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-answers:
+		case <-ctx.Done():
+			return nil, jetstream.Denied(s.js.Conn(), fmt.Errorf("reading %s: %w (%w)", stream, errIncompleteAnswer, ctx.Err()))
+		}
+		if status := m.Header.Get(statusHeader); status != "" {
+			desc := m.Header.Get(descriptionHeader)
+			switch {
+			case status == "204" && desc == "EOB":
+				return out, nil
+			case status == "404" && len(out) == 0:
+				return nil, nil
+			}
+			return nil, fmt.Errorf("reading %s: the server answered %s %s", stream, status, desc)
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(natsjs.SequenceHeader), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: an answer without a valid sequence: %w", stream, err)
+		}
+		out = append(out, storedMsg{subject: m.Header.Get(natsjs.SubjectHeader), seq: seq, header: m.Header, data: m.Data})
 	}
 }
 
@@ -220,6 +282,15 @@ func (d *directReader) close() {
 // read: a key without an entry has none in the map. An entry is a delivery
 // record, a send claim or a cancel mark (cancel.go), with its revision.
 func (s *store) readRecords(ctx context.Context, keys []string) (map[string]*entry, error) {
+	out, _, err := s.readRecordsAt(ctx, keys)
+	return out, err
+}
+
+// readRecordsAt is readRecords that also returns the revision of every
+// key's last message, the entries' and the delete markers' alike (a key
+// without any message has none): a send claim is written only over that
+// revision (claimMsg).
+func (s *store) readRecordsAt(ctx context.Context, keys []string) (map[string]*entry, map[string]uint64, error) {
 	bucketKeys := make([]string, len(keys))
 	byBucketKey := make(map[string]string, len(keys))
 	for i, k := range keys {
@@ -228,14 +299,18 @@ func (s *store) readRecords(ctx context.Context, keys []string) (map[string]*ent
 	}
 	values, err := s.readLast(ctx, s.deliveredSubjects, bucketKeys)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[string]*entry, len(values))
+	last := make(map[string]uint64, len(values))
 	for bk, v := range values {
 		key := byBucketKey[bk]
-		out[key] = parseEntry(key, v.data, v.rev)
+		last[key] = v.rev
+		if !v.deleted {
+			out[key] = parseEntry(key, v.data, v.rev)
+		}
 	}
-	return out, nil
+	return out, last, nil
 }
 
 // lookupRequest is one attempt's question to the batcher.
@@ -245,8 +320,11 @@ type lookupRequest struct {
 }
 
 type lookupAnswer struct {
-	e   *entry // nil: no entry
-	err error
+	e *entry // nil: no entry
+	// last is the revision of the key's last message (the entry's, or a
+	// delete marker's); 0 when the key has none.
+	last uint64
+	err  error
 }
 
 // lookups batches the record lookups of attempts that start together
@@ -293,27 +371,28 @@ func (l *lookups) run(ctx context.Context) {
 		}
 		l.observe(len(keys))
 		rctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-		found, err := l.s.readRecords(rctx, keys)
+		found, last, err := l.s.readRecordsAt(rctx, keys)
 		cancel()
 		for _, r := range batch {
-			r.answer <- lookupAnswer{e: found[r.key], err: err}
+			r.answer <- lookupAnswer{e: found[r.key], last: last[r.key], err: err}
 		}
 	}
 }
 
-// get looks key's entry up with the next batch; nil when there is none.
-func (l *lookups) get(ctx context.Context, key string) (*entry, error) {
+// get looks key's entry up with the next batch (nil when there is none),
+// with the revision of the key's last message.
+func (l *lookups) get(ctx context.Context, key string) (*entry, uint64, error) {
 	r := lookupRequest{key: key, answer: make(chan lookupAnswer, 1)}
 	select {
 	case l.reqs <- r:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 	select {
 	case a := <-r.answer:
-		return a.e, a.err
+		return a.e, a.last, a.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 }
 
@@ -333,30 +412,32 @@ func (s *store) recordMsg(r DeliveryRecord, claim uint64) (*nats.Msg, error) {
 	return m, nil
 }
 
-// maxRecordBatch bounds the records of one atomic batch (the server takes
+// maxRecordBatch bounds the writes of one atomic batch (the server takes
 // up to 1000).
 const maxRecordBatch = 256
 
-// minAtomicBatch is the fewest records written as an atomic batch. A batch
+// minAtomicBatch is the fewest writes made as an atomic batch. A batch
 // costs the server a staging store of its own (a directory, files and four
-// fsyncs): it pays only when many records wait; fewer are published one by
+// fsyncs): it pays only when many writes wait; fewer are published one by
 // one, all at once.
 const minAtomicBatch = 16
 
-// recorder writes delivery records. With batches (notify_delivered takes
-// atomic batches, its stream has allow_atomic, and Config.SingleRecordWrites
-// is off), one write is on its way at a time, and the records of the
-// attempts that finish meanwhile gather into the next one: many are written
-// as one atomic batch, which a server with sync_interval: always stores with
-// one fsync instead of one per record (the worker's largest cost there), so
-// writes grow exactly when the server is slow to store them. Without, each
-// record is published at once, asynchronously. Either way an attempt waits
-// for its own record only; a write that fails is reported to each of its
-// attempts, which write their records again on their own.
+// recorder makes the worker's conditional writes to notify_delivered: the
+// delivery records and the send claims (cancel.go). With batches
+// (notify_delivered takes atomic batches, its stream has allow_atomic, and
+// Config.SingleRecordWrites is off), one write is on its way at a time,
+// and the writes of the attempts that reach that point meanwhile gather
+// into the next one: many are written as one atomic batch, which a server
+// with sync_interval: always stores with one fsync instead of one per
+// write (the worker's largest cost there), so batches grow exactly when
+// the server is slow to store them. Without, each write is published at
+// once, asynchronously. Either way an attempt waits for its own write
+// only; a write that fails is reported to each of its attempts, which
+// write again on their own (store.record, store.claim).
 type recorder struct {
 	s   *store
 	log *slog.Logger
-	// batches: records are written through run, in batches.
+	// batches: writes go through run, in batches.
 	batches atomic.Bool
 	single  bool // Config.SingleRecordWrites
 	reqs    chan recordRequest
@@ -364,10 +445,17 @@ type recorder struct {
 	observe func(n int)
 }
 
-// recordRequest is one attempt's record, and where its result goes.
+// recordRequest is one attempt's write, and where its result goes.
 type recordRequest struct {
 	msg  *nats.Msg
-	done chan error // buffered: the recorder never waits for the attempt
+	done chan written // buffered: the recorder never waits for the attempt
+}
+
+// written is the result of one write: the sequence the server stored it
+// at (0 when the server did not say), or why it was not stored.
+type written struct {
+	seq uint64
+	err error
 }
 
 func newRecorder(s *store, single bool, log *slog.Logger, observe func(int)) *recorder {
@@ -394,39 +482,47 @@ func (r *recorder) start(ctx context.Context) {
 // failed). The key is remembered in memory first, so it counts even when the
 // write fails. A record whose claim is no longer the key's last entry is
 // refused, and fails the atomic batch it is in: each of that batch's
-// attempts then writes its record on its own (store.record), which knows
-// what to do with what it finds.
+// attempts then writes on its own (store.record), which knows what to do
+// with what it finds.
 func (r *recorder) write(ctx context.Context, rec DeliveryRecord, claim uint64) error {
 	r.s.remember(rec.Key)
 	m, err := r.s.recordMsg(rec, claim)
 	if err != nil {
 		return err
 	}
+	_, err = r.put(ctx, m)
+	return err
+}
+
+// put publishes m, with the next batch when writes are batched, and
+// returns the sequence the server stored it at once it has.
+func (r *recorder) put(ctx context.Context, m *nats.Msg) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	if !r.batches.Load() {
 		f, err := r.s.js.PublishMsgAsync(m)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		return jetstream.Denied(r.s.js.Conn(), stored(ctx, f))
+		seq, err := stored(ctx, f)
+		return seq, jetstream.Denied(r.s.js.Conn(), err)
 	}
-	req := recordRequest{msg: m, done: make(chan error, 1)}
+	req := recordRequest{msg: m, done: make(chan written, 1)}
 	select {
 	case r.reqs <- req:
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 	select {
-	case err := <-req.done:
-		return err
+	case w := <-req.done:
+		return w.seq, w.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 
-// run writes the records that wait, until ctx ends: every record queued as
-// one write, one write at a time.
+// run makes the writes that wait, until ctx ends: every write queued as
+// one batch, one batch at a time.
 func (r *recorder) run(ctx context.Context) {
 	for {
 		var batch []recordRequest
@@ -449,7 +545,7 @@ func (r *recorder) run(ctx context.Context) {
 	}
 }
 
-// writeAll writes a batch of records, atomically when it is large enough,
+// writeAll makes a batch of writes, atomically when it is large enough,
 // and tells each attempt.
 func (r *recorder) writeAll(ctx context.Context, batch []recordRequest) {
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
@@ -461,47 +557,60 @@ func (r *recorder) writeAll(ctx context.Context, batch []recordRequest) {
 			futures[i], errs[i] = r.s.js.PublishMsgAsync(req.msg)
 		}
 		for i, req := range batch {
+			var seq uint64
 			if errs[i] == nil {
-				errs[i] = stored(ctx, futures[i])
+				seq, errs[i] = stored(ctx, futures[i])
 			}
-			req.done <- errs[i]
+			req.done <- written{seq: seq, err: errs[i]}
 		}
 		return
 	}
 	r.observe(len(batch))
-	err := r.commit(ctx, batch)
+	ack, err := r.commit(ctx, batch)
 	var apiErr *natsjs.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishNotEnabled {
 		if r.batches.CompareAndSwap(true, false) {
 			r.log.Warn("the delivery records' stream no longer takes atomic batches; writing records one by one", "stream", r.s.deliveredSubjects.stream)
 		}
 	}
-	for _, req := range batch {
-		req.done <- err
+	for i, req := range batch {
+		req.done <- written{seq: batchSeq(ack, len(batch), i), err: err}
 	}
 }
 
-// commit publishes the batch atomically: the server stores every record or
+// batchSeq is the sequence the i-th of n messages of a committed atomic
+// batch was stored at. The server stores a batch's messages one after
+// another, the last at the sequence of the commit's ack; 0 when the ack
+// does not say so (a failed commit, or one that counts another size).
+func batchSeq(ack *jetstreamext.BatchAck, n, i int) uint64 {
+	if ack == nil || ack.BatchSize != uint64(n) || ack.Sequence < uint64(n) {
+		return 0
+	}
+	return ack.Sequence - uint64(n-1-i)
+}
+
+// commit publishes the batch atomically: the server stores every write or
 // none, and answers once they are stored (and fsynced, on a server with
 // sync_interval: always).
-func (r *recorder) commit(ctx context.Context, batch []recordRequest) error {
+func (r *recorder) commit(ctx context.Context, batch []recordRequest) (*jetstreamext.BatchAck, error) {
 	bp, err := jetstreamext.NewBatchPublisher(r.s.js, jetstreamext.BatchFlowControl{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, req := range batch[:len(batch)-1] {
 		if err := bp.AddMsg(copyMsg(req.msg)); err != nil {
 			_ = bp.Discard()
-			return fmt.Errorf("writing a batch of %d delivery records: %w", len(batch), err)
+			return nil, fmt.Errorf("writing a batch of %d to %s: %w", len(batch), r.s.names.BucketDelivered, err)
 		}
 	}
-	if _, err := bp.CommitMsg(ctx, copyMsg(batch[len(batch)-1].msg)); err != nil {
-		return fmt.Errorf("writing a batch of %d delivery records: %w", len(batch), err)
+	ack, err := bp.CommitMsg(ctx, copyMsg(batch[len(batch)-1].msg))
+	if err != nil {
+		return nil, fmt.Errorf("writing a batch of %d to %s: %w", len(batch), r.s.names.BucketDelivered, err)
 	}
-	return nil
+	return ack, nil
 }
 
-// copyMsg copies a record's message for a batch, which adds its headers:
+// copyMsg copies a write's message for a batch, which adds its headers:
 // the original stays as it was for a write of its own after a failure.
 func copyMsg(m *nats.Msg) *nats.Msg {
 	c := &nats.Msg{Subject: m.Subject, Data: m.Data}
@@ -514,14 +623,15 @@ func copyMsg(m *nats.Msg) *nats.Msg {
 	return c
 }
 
-// stored waits for the PubAck of an asynchronous write.
-func stored(ctx context.Context, f natsjs.PubAckFuture) error {
+// stored waits for the PubAck of an asynchronous write and returns the
+// sequence it was stored at.
+func stored(ctx context.Context, f natsjs.PubAckFuture) (uint64, error) {
 	select {
-	case <-f.Ok():
-		return nil
+	case ack := <-f.Ok():
+		return ack.Sequence, nil
 	case err := <-f.Err():
-		return err
+		return 0, err
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }

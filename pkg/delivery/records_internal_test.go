@@ -93,6 +93,17 @@ func TestReadRecordsAnswersEveryKeyOfTheBatch(t *testing.T) {
 			t.Errorf("%s: got %+v, want no entry", k, e)
 		}
 	}
+	_, last, err := s.readRecordsAt(ctx, []string{"order:1", "order:3", "order:4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker, err := s.delivered.Get(ctx, RecordKey("order:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last["order:1"] != marker.Revision() || last["order:3"] <= last["order:1"] || last["order:4"] != 0 {
+		t.Errorf("last revisions %v: want order:1 at %d, order:3 at its delete marker (later), order:4 at none", last, marker.Revision())
+	}
 	none, err := s.readRecords(ctx, []string{"order:5", "order:6"})
 	if err != nil || len(none) != 0 {
 		t.Fatalf("keys never written: got %v, %v, want none found", none, err)
@@ -211,11 +222,11 @@ func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch[i] = recordRequest{msg: m, done: make(chan error, 1)}
+		batch[i] = recordRequest{msg: m, done: make(chan written, 1)}
 	}
 	r.writeAll(ctx, batch)
 	var apiErr *natsjs.APIError
-	if err := <-batch[0].done; !errors.As(err, &apiErr) {
+	if err := (<-batch[0].done).err; !errors.As(err, &apiErr) {
 		t.Fatalf("the batch's write: got %v, want the server's refusal", err)
 	}
 	if r.batches.Load() {
@@ -357,11 +368,11 @@ func TestRecorderBatchFailsOverAStaleClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch[i] = recordRequest{msg: m, done: make(chan error, 1)}
+		batch[i] = recordRequest{msg: m, done: make(chan written, 1)}
 	}
 	r.writeAll(ctx, batch)
 	for i, req := range batch {
-		if err := <-req.done; !wrongRevision(err) {
+		if err := (<-req.done).err; !wrongRevision(err) {
 			t.Fatalf("record %d of the batch: got %v, want the wrong revision refused", i, err)
 		}
 	}
@@ -393,6 +404,145 @@ func TestRecorderBatchFailsOverAStaleClaim(t *testing.T) {
 	for _, k := range keys {
 		if e := found[k]; e == nil || e.state() != StateDelivered {
 			t.Errorf("%s: got %+v, want a delivery record", k, e)
+		}
+	}
+}
+
+// claimAll makes the claims of keys through r concurrently, each over the
+// last revision a lookup read, once all are queued for one batch.
+func claimAll(t *testing.T, r *recorder, keys []string) []claimResult {
+	t.Helper()
+	ctx := context.Background()
+	_, last, err := r.s.readRecordsAt(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]claimResult, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() { out[i], errs[i] = r.claim(ctx, k, "100", uint64(i+1), last[k]) })
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == len(keys) }, "claims queued")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(runCtx) }()
+	wg.Wait()
+	stop()
+	<-done
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("claim of %s: %v", keys[i], err)
+		}
+	}
+	return out
+}
+
+// Send claims that wait together are written as one atomic batch, each over
+// what its lookup found: no entry, the claim of an attempt that died
+// mid-send, or the delete marker of a released claim. Each attempt learns
+// its claim's revision, which the record over it needs.
+func TestRecorderWritesClaimsInOneBatch(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	var batches []int
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r.start(ctx)
+	const n = 3 * minAtomicBatch
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("c", i)
+		switch i % 3 {
+		case 1: // an attempt died mid-send
+			claimKeys(t, s, keys[i], 1)
+			keys[i] += "0"
+		case 2: // an attempt failed and released its claim
+			c := claimKeys(t, s, keys[i], 1)
+			keys[i] += "0"
+			s.release(ctx, keys[i], c[0])
+		}
+	}
+	claims := claimAll(t, r, keys)
+	if len(batches) != 1 || batches[0] != n {
+		t.Fatalf("atomic batches of %v, want one of %d claims", batches, n)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		e := found[k]
+		switch {
+		case e == nil || e.state() != StateSending || e.rec.StreamSeq != uint64(i+1):
+			t.Errorf("%s: got %+v, want this attempt's claim", k, e)
+		case claims[i].rev != e.rev || claims[i].found != nil:
+			t.Errorf("%s: the claim says revision %d (found %v), the bucket %d", k, claims[i].rev, claims[i].found, e.rev)
+		}
+	}
+	// The revisions are the ones the records over the claims are written at.
+	for i, k := range keys {
+		b, err := json.Marshal(DeliveryRecord{Key: k, Channel: "telegram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.delivered.Update(ctx, RecordKey(k), b, claims[i].rev); err != nil {
+			t.Fatalf("record over the claim of %s: %v", k, err)
+		}
+	}
+}
+
+// A cancel mark written between an attempt's lookup and its claim makes the
+// server refuse the batch the claim is in; every claim of the batch is then
+// made on its own: the cancelled key's finds the mark, the others are
+// written.
+func TestRecorderClaimBatchRefusedOverACancel(t *testing.T) {
+	js, s, _ := cancelEnv(t)
+	ctx := context.Background()
+	var batches []int
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r.start(ctx)
+	keys := make([]string, minAtomicBatch)
+	for i := range keys {
+		keys[i] = fmt.Sprint("x", i)
+	}
+	_, last, err := s.readRecordsAt(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Cancel(ctx, js, jetstream.DefaultNames(), "x3", "test", time.Now()); err != nil || res.Outcome != Cancelled {
+		t.Fatalf("Cancel = %+v, %v", res, err)
+	}
+	claims := make([]claimResult, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() { claims[i], errs[i] = r.claim(ctx, k, "100", uint64(i+1), last[k]) })
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == len(keys) }, "claims queued")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(runCtx) }()
+	wg.Wait()
+	stop()
+	<-done
+	if len(batches) != 1 {
+		t.Fatalf("atomic batches of %v, want the one refused", batches)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		c, e := claims[i], found[k]
+		switch {
+		case errs[i] != nil:
+			t.Errorf("%s: %v", k, errs[i])
+		case k == "x3":
+			if c.rev != 0 || c.found == nil || c.found.state() != StateCancelled || e == nil || e.state() != StateCancelled {
+				t.Errorf("x3: claim %+v over %+v; want the cancel mark found and kept", c, e)
+			}
+		case e == nil || e.state() != StateSending || c.rev != e.rev:
+			t.Errorf("%s: claim %+v, bucket %+v; want this attempt's claim", k, c, e)
 		}
 	}
 }

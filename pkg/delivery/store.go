@@ -35,6 +35,11 @@ type store struct {
 	now       func() time.Time
 	// cancelLost counts a delivery record written over a cancel mark.
 	cancelLost func()
+	// worker is the id this worker's send claims carry (holder.go).
+	worker string
+	// held reports whether a send claim found holds this worker off
+	// (Worker.heldElsewhere); nil takes every claim over.
+	held func(ctx context.Context, rec DeliveryRecord) bool
 	// deliveredSubjects and attemptsSubjects name the buckets' streams
 	// and subjects for batched reads and asynchronous writes (records.go).
 	deliveredSubjects, attemptsSubjects bucketSubjects
@@ -67,8 +72,11 @@ type DeliveryRecord struct {
 	// State is empty for a delivery record, [StateSending] for a send
 	// claim and [StateCancelled] for a cancel mark.
 	State string `json:"state,omitempty"`
-	// ClaimedAt is when a send claim was written.
+	// ClaimedAt is when a send claim was written, and ClaimedBy the id of
+	// the worker that wrote it (it answers on Names.LiveSubject while it
+	// lives).
 	ClaimedAt time.Time `json:"claimed_at,omitzero"`
+	ClaimedBy string    `json:"claimed_by,omitempty"`
 	// CancelledAt and CancelledBy say when and by whom a cancel mark was
 	// written.
 	CancelledAt time.Time `json:"cancelled_at,omitzero"`
@@ -102,26 +110,28 @@ func (s *store) remember(key string) {
 
 // lookup reads what notify_delivered says of a key: remembered is true
 // when this process delivered it recently (no read then); otherwise the
-// entry, nil when there is none. The read goes with the next batch
-// (records.go).
-func (s *store) lookup(ctx context.Context, key string) (remembered bool, e *entry, err error) {
+// entry, nil when there is none, and last, the revision of the key's last
+// message (the entry's, or the delete marker of a released claim; 0 when
+// the key never had one). The read goes with the next batch (records.go).
+func (s *store) lookup(ctx context.Context, key string) (remembered bool, e *entry, last uint64, err error) {
 	if s.remembers(key) {
-		return true, nil, nil
+		return true, nil, 0, nil
 	}
 	if s.lookups != nil {
-		e, err = s.lookups.get(ctx, key)
+		e, last, err = s.lookups.get(ctx, key)
 	} else {
 		var found map[string]*entry
-		found, err = s.readRecords(ctx, []string{key})
-		e = found[key]
+		var lasts map[string]uint64
+		found, lasts, err = s.readRecordsAt(ctx, []string{key})
+		e, last = found[key], lasts[key]
 	}
 	if err != nil {
-		return false, nil, fmt.Errorf("reading delivery record of %q: %w", key, err)
+		return false, nil, 0, fmt.Errorf("reading delivery record of %q: %w", key, err)
 	}
 	if e != nil && e.state() == StateDelivered {
 		s.remember(key)
 	}
-	return false, e, nil
+	return false, e, last, nil
 }
 
 // remembers reports whether this process delivered (or found delivered) the
@@ -137,7 +147,7 @@ func (s *store) remembers(key string) bool {
 // sending: delivered, on any channel, or cancelled. A send claim does not
 // count: the send it announces may have failed.
 func (s *store) isDelivered(ctx context.Context, key string) (bool, error) {
-	remembered, e, err := s.lookup(ctx, key)
+	remembered, e, _, err := s.lookup(ctx, key)
 	if err != nil || remembered {
 		return remembered, err
 	}

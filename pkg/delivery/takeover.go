@@ -2,12 +2,8 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
-
-	natsjs "github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
@@ -215,38 +211,23 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 	var out []uint64
 	for seq := floor + 1; seq <= delivered; {
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		msgs, err := jetstreamext.GetBatch(bctx, w.js, stream, 256, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(subject))
+		page, err := w.store.readNext(bctx, stream, subject, seq, 256)
+		cancel()
 		if err != nil {
-			cancel()
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				return out, nil
-			}
 			return nil, err
 		}
-		var page []*natsjs.RawStreamMsg
-		for m, err := range msgs {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			page = append(page, m)
-		}
-		cancel()
 		if len(page) == 0 {
 			break
 		}
 		last := false
-		if i := slices.IndexFunc(page, func(m *natsjs.RawStreamMsg) bool { return m.Sequence > delivered }); i >= 0 {
+		if i := slices.IndexFunc(page, func(m storedMsg) bool { return m.seq > delivered }); i >= 0 {
 			page, last = page[:i], true
 		}
 		keys := make([]string, len(page))
 		skip := make([]bool, len(page))
 		now := w.now()
 		for i, m := range page {
-			n, _, perr := w.parse(m.Subject, m.Header, m.Data)
+			n, _, perr := w.parse(m.subject, m.header, m.data)
 			switch {
 			case perr != nil:
 				// Poison: dead-lettered when it arrives, never sent;
@@ -259,7 +240,7 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 				skip[i] = true
 				continue
 			}
-			keys[i] = m.Header.Get(jetstream.HeaderKey)
+			keys[i] = m.header.Get(jetstream.HeaderKey)
 		}
 		// One batched read of the page's records, instead of two reads
 		// per message.
@@ -268,9 +249,9 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 			return nil, err
 		}
 		for i, m := range page {
-			seq = m.Sequence + 1
+			seq = m.seq + 1
 			if !skip[i] && !settled[keys[i]] {
-				out = append(out, m.Sequence)
+				out = append(out, m.seq)
 			}
 		}
 		if last {

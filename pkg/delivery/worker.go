@@ -117,6 +117,7 @@ type Worker struct {
 	pinLost  chan struct{} // signalled when another worker was pinned
 
 	pin       pinState      // see failover.go
+	id        string        // names this worker's send claims (holder.go)
 	pinEpoch  atomic.Uint64 // times this worker lost the pin to another
 	received  atomic.Uint64 // messages handed to the dispatcher
 	consuming atomic.Bool
@@ -172,6 +173,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	log := d.Logger.With("component", name+"-worker")
 	w := &Worker{
 		cfg: cfg, channel: d.Channel, name: name, js: d.JS, res: d.Resources, names: d.Resources.Names.OrDefault(), log: log, m: m, now: d.Now, randN: d.RandN,
+		id:       newWorkerID(),
 		incoming: make(chan *job, cfg.PullBatch*2),
 		results:  make(chan result, cfg.MaxInFlight*2),
 		wake:     make(chan struct{}, 1),
@@ -196,6 +198,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		direct: newDirectReader(d.JS.Conn()),
 		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
 		cancelLost: w.m.cancelsLost.Inc,
+		worker:     w.id, held: w.heldElsewhere,
 	}
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
 	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
@@ -279,6 +282,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
+	live, err := w.answerLiveness()
+	if err != nil {
+		return fmt.Errorf("answering on %s: %w", w.liveSubject(w.id), err)
+	}
 	bgWG.Go(func() { w.store.lookups.run(bg) })
 	w.records.start(ctx)
 	bgWG.Go(func() { w.records.run(bg) })
@@ -299,6 +306,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-consumeDone
 	w.unpinned()
 	w.shutdown()
+	_ = live.Unsubscribe()
 	return nil
 }
 

@@ -246,3 +246,8 @@ func (n Names) ParseTelegramSubject(subject string) (int64, error) {
 // channel answers its standbys: tgnotify.worker.<channel>.pinned under the
 // default prefix, tgnotify.<prefix>.worker.<channel>.pinned under another.
 func (n Names) PinSubject(channel string) string { return n.pinRoot + channel + ".pinned" }
+
+// LiveSubject returns the core NATS subject on which the worker of a channel
+// with the given id answers for as long as it lives (its send claims name
+// it): tgnotify.worker.<channel>.live.<id> under the default prefix.
+func (n Names) LiveSubject(channel, id string) string { return n.pinRoot + channel + ".live." + id }
