@@ -138,7 +138,7 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 	config.Duration(cs, &w.DeadRetryAfter, "dead-retry-after", def.DeadRetryAfter,
 		"how long after a recipient was found dead its next message is sent for real once more: delivered revives it, dead again starts another period (0: never)").Check(config.NotNegative)
 	config.Bool(cs, &w.SingleRecordWrites, "single-record-writes", def.SingleRecordWrites,
-		"write each delivery record on its own, never in atomic batches: for a nats-server without sync_interval: always, where a batch costs more than the fsyncs it saves")
+		"write each delivery record, send claim and event on its own, never in atomic batches: for a nats-server without sync_interval: always, where a batch costs more than the fsyncs it saves")
 
 	// The consumer, stream and bucket settings are the JetStream
 	// declaration's.

@@ -129,12 +129,13 @@ type Config struct {
 	StormWindow      time.Duration
 	BacklogThreshold int
 
-	// SingleRecordWrites writes every delivery record on its own, never in
-	// atomic batches (records.go). Batches are for a nats-server with
-	// sync_interval: always, where a batch's one fsync replaces one per
-	// record; on a server that fsyncs on its own schedule the staging store
-	// the server makes for each batch costs more than it saves. Default
-	// false: batches when notify_delivered takes them.
+	// SingleRecordWrites writes every delivery record, send claim and
+	// event on its own, never in atomic batches (records.go, events.go).
+	// Batches are for a nats-server with sync_interval: always, where a
+	// batch's one fsync replaces one per write; on a server that fsyncs on
+	// its own schedule the staging store the server makes for each batch
+	// costs more than it saves. Default false: batches when notify_delivered
+	// (records and claims) and NOTIFY (events) take them.
 	SingleRecordWrites bool
 }
 

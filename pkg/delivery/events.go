@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
@@ -68,6 +69,12 @@ type events struct {
 	errors    func()
 	connected func() bool
 
+	// batches: the stream takes atomic batches, and events that wait
+	// together are written as one (run).
+	batches atomic.Bool
+	// observe receives the size of every atomic batch (a metric).
+	observe func(n int)
+
 	queue   chan *pendingEvent  // to publish: new events and retries
 	acks    chan publishedEvent // published, PubAck not checked yet
 	pending atomic.Int64        // events not stored yet
@@ -105,28 +112,56 @@ var errNoPubAck = errors.New("no PubAck within " + eventAckWait.String())
 // with a warning (NATS unreachable for long, at full rate).
 const eventQueue = 65536
 
-func newEvents(js natsjs.JetStream, names jetstream.Names, channel string, log *slog.Logger, onError func()) *events {
-	e := &events{js: js, names: names, channel: channel, log: log, errors: onError,
+func newEvents(js natsjs.JetStream, names jetstream.Names, channel string, log *slog.Logger, onError func(), observe func(int)) *events {
+	e := &events{js: js, names: names, channel: channel, log: log, errors: onError, observe: observe,
 		connected: func() bool { return js.Conn().IsConnected() },
 		queue:     make(chan *pendingEvent, eventQueue), acks: make(chan publishedEvent, 4096), stop: make(chan struct{})}
 	e.done.Add(2) // run and confirm; close waits for both
 	return e
 }
 
+// start reads whether the stream the events go to takes atomic batches.
+func (e *events) start(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	stream, err := e.js.Stream(ctx, e.names.Stream)
+	if err != nil {
+		e.log.Warn("cannot read the configuration of the events' stream; publishing events one by one", "stream", e.names.Stream, "err", err)
+		return
+	}
+	e.batches.Store(stream.CachedInfo().Config.AllowAtomicPublish)
+}
+
 // run publishes and confirms events until close. Run must be called once
-// before close.
+// before close. The events that wait together when one is taken (those
+// that came while the last batch was being stored) go as one atomic batch
+// when there are at least minAtomicBatch and the stream takes batches: a
+// server with sync_interval: always then fsyncs once for them instead of
+// once each. Fewer, or a batch the server refuses (an event published
+// before, whose message id fails the whole batch), are published one by
+// one, asynchronously.
 func (e *events) run() {
 	go e.confirm()
 	defer e.done.Done()
 	wait := time.NewTicker(50 * time.Millisecond)
 	defer wait.Stop()
 	for {
-		var ev *pendingEvent
+		var batch []*pendingEvent
 		select {
-		case ev = <-e.queue:
+		case ev := <-e.queue:
+			batch = append(batch, ev)
 		case <-e.stop:
 			close(e.acks)
 			return
+		}
+	more:
+		for e.batches.Load() && len(batch) < maxRecordBatch {
+			select {
+			case ev := <-e.queue:
+				batch = append(batch, ev)
+			default:
+				break more
+			}
 		}
 		for !e.connected() {
 			select {
@@ -136,18 +171,61 @@ func (e *events) run() {
 				return
 			}
 		}
-		f, err := e.js.PublishMsgAsync(ev.msg)
-		if err != nil {
-			e.retry(ev, err)
+		if len(batch) >= minAtomicBatch && e.commit(batch) {
 			continue
 		}
-		select {
-		case e.acks <- publishedEvent{ev: ev, f: f, at: time.Now()}:
-		case <-e.stop:
-			close(e.acks)
-			return
+		for _, ev := range batch {
+			f, err := e.js.PublishMsgAsync(ev.msg)
+			if err != nil {
+				e.retry(ev, err)
+				continue
+			}
+			select {
+			case e.acks <- publishedEvent{ev: ev, f: f, at: time.Now()}:
+			case <-e.stop:
+				close(e.acks)
+				return
+			}
 		}
 	}
+}
+
+// commit publishes batch as one atomic batch and reports whether the server
+// stored it; then each event is done.
+func (e *events) commit(batch []*pendingEvent) bool {
+	e.observe(len(batch))
+	ctx, cancel := context.WithTimeout(context.Background(), eventAckWait)
+	defer cancel()
+	bp, err := jetstreamext.NewBatchPublisher(e.js, jetstreamext.BatchFlowControl{})
+	if err == nil {
+		for _, ev := range batch[:len(batch)-1] {
+			if err = bp.AddMsg(copyMsg(ev.msg)); err != nil {
+				_ = bp.Discard()
+				break
+			}
+		}
+	}
+	if err == nil {
+		_, err = bp.CommitMsg(ctx, copyMsg(batch[len(batch)-1].msg))
+	}
+	if err != nil {
+		var apiErr *natsjs.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishNotEnabled && e.batches.CompareAndSwap(true, false) {
+			e.log.Warn("the events' stream no longer takes atomic batches; publishing events one by one", "stream", e.names.Stream)
+		}
+		e.log.Debug("a batch of events was not stored; publishing them one by one", "events", len(batch), "err", err)
+		return false
+	}
+	for _, ev := range batch {
+		if ev.tries > 0 {
+			e.log.Info("event stored after being retried", "subject", ev.msg.Subject, "id", ev.msg.Header.Get(nats.MsgIdHdr), "tries", ev.tries+1)
+		}
+		e.pending.Add(-1)
+		if ev.stored != nil {
+			ev.stored()
+		}
+	}
+	return true
 }
 
 // confirm checks the PubAcks in publishing order.

@@ -35,7 +35,7 @@ func eventsEnv(t *testing.T) (*natstest.Server, natsjs.JetStream, *events, *atom
 		t.Fatal(err)
 	}
 	var failures atomic.Int64
-	e := newEvents(js, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) })
+	e := newEvents(js, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) }, func(int) {})
 	go e.run()
 	return srv, js, e, &failures
 }
@@ -129,7 +129,7 @@ func TestUnansweredEventIsPublishedAgain(t *testing.T) {
 	lossy := &lostAckJS{JetStream: js}
 	lossy.lose.Store(3)
 	var failures atomic.Int64
-	e := newEvents(lossy, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) })
+	e := newEvents(lossy, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() { failures.Add(1) }, func(int) {})
 	go e.run()
 	for i := range 5 {
 		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), nil)
@@ -140,4 +140,73 @@ func TestUnansweredEventIsPublishedAgain(t *testing.T) {
 	if n := failures.Load(); n < 3 {
 		t.Errorf("%d failures counted, want at least the 3 unanswered publishes", n)
 	}
+}
+
+// batchedEvents is an events publisher on a fresh server, started (it knows
+// NOTIFY takes atomic batches) but not running: what is published queues.
+func batchedEvents(t *testing.T) (natsjs.JetStream, *events, *[]int) {
+	t.Helper()
+	_, js, _, _ := eventsEnv(t)
+	batches := new([]int)
+	e := newEvents(js, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() {},
+		func(n int) { *batches = append(*batches, n) })
+	e.start(context.Background())
+	if !e.batches.Load() {
+		t.Fatal("NOTIFY as provisioned does not take atomic batches")
+	}
+	return js, e, batches
+}
+
+// Events that wait together are stored as one atomic batch, each once, and
+// each event's stored callback runs.
+func TestWaitingEventsAreStoredAsOneBatch(t *testing.T) {
+	js, e, batches := batchedEvents(t)
+	const n = 40
+	var acked atomic.Int64
+	for i := range n {
+		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
+	}
+	go e.run()
+	natstest.WaitFor(t, 10*time.Second, func() bool { return acked.Load() == n }, "every event's callback")
+	e.close(time.Second)
+	if len(*batches) != 1 || (*batches)[0] != n {
+		t.Fatalf("atomic batches of %v events, want one of %d", *batches, n)
+	}
+	if got := storedEvents(t, js, jetstream.SubjectDelivered); got != n {
+		t.Fatalf("%d events stored, want %d", got, n)
+	}
+}
+
+// A batch holding an event stored before (a redelivery tells it again) is
+// refused by the server as a whole; its events are then published one by
+// one, the repeat dropped by its message id, and every callback runs.
+func TestABatchWithARepeatedEventIsPublishedOneByOne(t *testing.T) {
+	js, e, batches := batchedEvents(t)
+	if _, err := js.PublishMsg(context.Background(), mustEventMsg(t, e, "order:0:accepted")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	var acked atomic.Int64
+	for i := range n {
+		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
+	}
+	go e.run()
+	natstest.WaitFor(t, 10*time.Second, func() bool { return acked.Load() == n }, "every event's callback")
+	e.close(time.Second)
+	if len(*batches) != 1 {
+		t.Fatalf("atomic batches of %v events, want the one refused", *batches)
+	}
+	if got := storedEvents(t, js, jetstream.SubjectDelivered); got != n {
+		t.Fatalf("%d events stored, want %d (the repeat dropped)", got, n)
+	}
+}
+
+// mustEventMsg is the message of the delivered event of key, as e
+// publishes it.
+func mustEventMsg(t *testing.T, e *events, key string) *nats.Msg {
+	t.Helper()
+	e.delivered(key, "telegram", "100", "7", time.Now(), nil)
+	ev := <-e.queue
+	e.pending.Add(-1)
+	return ev.msg
 }

@@ -46,6 +46,7 @@ type metrics struct {
 	recordErrors           prometheus.Counter
 	lookupBatch            prometheus.Histogram
 	recordBatch            prometheus.Histogram
+	eventBatch             prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
@@ -134,13 +135,16 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help:    "Keys per batched read of delivery records: the lookups of the attempts that start together are one request.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
 		recordBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "record_write_batch_records",
-			Help:    "Delivery records per atomic batch: the records of the attempts that finish while a write is on its way are stored together, with one fsync.",
+			Help:    "Delivery records and send claims per atomic batch: the writes of the attempts that reach them while a write is on its way are stored together, with one fsync.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
+		eventBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "event_batch_events",
+			Help:    "Events per atomic batch: the events that wait while a batch is on its way are stored together, with one fsync.",
+			Buckets: prometheus.ExponentialBuckets(16, 2, 5)}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
-		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch} {
+		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch, m.eventBatch} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

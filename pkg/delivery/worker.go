@@ -203,7 +203,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
 	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
 	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
-	w.events = newEvents(d.JS, w.names, name, log, w.m.eventErrors.Inc)
+	w.events = newEvents(d.JS, w.names, name, log, w.m.eventErrors.Inc, func(n int) { w.m.eventBatch.Observe(float64(n)) })
 	w.degrade = newDegrader(cfg, lim.Rate)
 	w.sched = newScheduler(schedConfig{
 		rate:      lim.Rate,
@@ -292,6 +292,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	bgWG.Go(func() { w.pollStats(bg) })
 	bgWG.Go(func() { w.watchPin(bg) })
 	go w.persist.run()
+	if !w.cfg.SingleRecordWrites {
+		w.events.start(ctx)
+	}
 	go w.events.run()
 
 	consumeCtx, stopConsume := context.WithCancel(ctx)

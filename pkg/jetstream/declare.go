@@ -76,6 +76,9 @@ func Declare(s Settings) Declaration {
 				// 2.14+): a batch is stored as a prefix, in order, even
 				// across a stream leader change (docs/PUBLISHER.md).
 				AllowBatchPublish: true,
+				// The workers store the events they publish in atomic
+				// batches (pkg/delivery, events.go): one fsync for many.
+				AllowAtomicPublish: true,
 			},
 			{
 				Name:        n.DeadStream,
