@@ -196,18 +196,11 @@ func (e *events) commit(batch []*pendingEvent) bool {
 	e.observe(len(batch))
 	ctx, cancel := context.WithTimeout(context.Background(), eventAckWait)
 	defer cancel()
-	bp, err := jetstreamext.NewBatchPublisher(e.js, jetstreamext.BatchFlowControl{})
-	if err == nil {
-		for _, ev := range batch[:len(batch)-1] {
-			if err = bp.AddMsg(copyMsg(ev.msg)); err != nil {
-				_ = bp.Discard()
-				break
-			}
-		}
+	msgs := make([]*nats.Msg, len(batch))
+	for i, ev := range batch {
+		msgs[i] = ev.msg
 	}
-	if err == nil {
-		_, err = bp.CommitMsg(ctx, copyMsg(batch[len(batch)-1].msg))
-	}
+	_, err := commitAtomic(ctx, e.js, msgs)
 	if err != nil {
 		var apiErr *natsjs.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishNotEnabled && e.batches.CompareAndSwap(true, false) {

@@ -593,21 +593,31 @@ func batchSeq(ack *jetstreamext.BatchAck, n, i int) uint64 {
 // none, and answers once they are stored (and fsynced, on a server with
 // sync_interval: always).
 func (r *recorder) commit(ctx context.Context, batch []recordRequest) (*jetstreamext.BatchAck, error) {
-	bp, err := jetstreamext.NewBatchPublisher(r.s.js, jetstreamext.BatchFlowControl{})
-	if err != nil {
-		return nil, err
+	msgs := make([]*nats.Msg, len(batch))
+	for i, req := range batch {
+		msgs[i] = req.msg
 	}
-	for _, req := range batch[:len(batch)-1] {
-		if err := bp.AddMsg(copyMsg(req.msg)); err != nil {
-			_ = bp.Discard()
-			return nil, fmt.Errorf("writing a batch of %d to %s: %w", len(batch), r.s.names.BucketDelivered, err)
-		}
-	}
-	ack, err := bp.CommitMsg(ctx, copyMsg(batch[len(batch)-1].msg))
+	ack, err := commitAtomic(ctx, r.s.js, msgs)
 	if err != nil {
 		return nil, fmt.Errorf("writing a batch of %d to %s: %w", len(batch), r.s.names.BucketDelivered, err)
 	}
 	return ack, nil
+}
+
+// commitAtomic publishes msgs (copies of them: a batch adds its headers) as
+// one atomic batch and returns the server's ack of the whole.
+func commitAtomic(ctx context.Context, js natsjs.JetStream, msgs []*nats.Msg) (*jetstreamext.BatchAck, error) {
+	bp, err := jetstreamext.NewBatchPublisher(js, jetstreamext.BatchFlowControl{})
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := bp.AddMsg(copyMsg(m)); err != nil {
+			_ = bp.Discard()
+			return nil, err
+		}
+	}
+	return bp.CommitMsg(ctx, copyMsg(msgs[len(msgs)-1]))
 }
 
 // copyMsg copies a write's message for a batch, which adds its headers:
