@@ -255,6 +255,9 @@ type WorkerOptions struct {
 	// WrapChats, when set, wraps the worker's notify_chats bucket (to
 	// inject faults into its shared state).
 	WrapChats func(natsjs.KeyValue) natsjs.KeyValue
+	// WrapConsumer, when set, wraps the worker's consumer (to inject
+	// faults into its reads of the consumer).
+	WrapConsumer func(natsjs.Consumer) natsjs.Consumer
 }
 
 // StartWorker provisions the worker's consumer and buckets and runs a
@@ -294,6 +297,9 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 	}
 	if o.WrapChats != nil {
 		res.Chats = o.WrapChats(res.Chats)
+	}
+	if o.WrapConsumer != nil {
+		res.Consumer = o.WrapConsumer(res.Consumer)
 	}
 	var ch delivery.Channel = o.Channel
 	if ch == nil {

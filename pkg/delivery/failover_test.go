@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,5 +184,58 @@ func TestStandbyKeepsThePauseOfADeadWorker(t *testing.T) {
 	}
 	if got := counter(t, b, "tgnotify_worker_failovers_total"); got != 1 {
 		t.Errorf("the standby counted %v failovers, want 1", got)
+	}
+}
+
+// blindConsumer cannot be read while blind is set, as a consumer without a
+// leader during a cluster election.
+type blindConsumer struct {
+	natsjs.Consumer
+	blind *atomic.Bool
+}
+
+func (c blindConsumer) Info(ctx context.Context) (*natsjs.ConsumerInfo, error) {
+	if c.blind.Load() {
+		return nil, errors.New("nats: JetStream system temporarily unavailable")
+	}
+	return c.Consumer.Info(ctx)
+}
+
+// A standby that cannot read the consumer (its leader is being elected)
+// still asks the pinned worker, and learns its 429 pause, which the pinned
+// worker could not store either; after the pinned worker dies the standby
+// sends nothing inside the pause. Found by the chaos cluster runs: such a
+// standby asked only after reading the consumer.
+func TestStandbyThatCannotReadTheConsumerLearnsThePause(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
+	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncA.Close)
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings, NC: ncA,
+		WrapChats: func(kv natsjs.KeyValue) natsjs.KeyValue { return noPauseWrites{kv} }})
+	env.Publish(note("warmup", 300, "0")) // pins the first worker
+	waitDelivered(t, env, 1)
+	var blind atomic.Bool
+	blind.Store(true)
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings,
+		WrapConsumer: func(c natsjs.Consumer) natsjs.Consumer { return blindConsumer{Consumer: c, blind: &blind} }})
+
+	if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 6}); err != nil {
+		t.Fatal(err)
+	}
+	env.Publish(note("k:1", 100, "1"))
+	natstest.WaitFor(t, 10*time.Second, func() bool { return a.Stats().RateLimited == 1 }, "the active worker's 429")
+	natstest.WaitFor(t, 10*time.Second, func() bool { return b.Stats().PausedUntil != nil }, "the blind standby learning the pause")
+	blind.Store(false)
+	ncA.Close() // the active worker dies
+	env.Publish(note("k:2", 200, "2"))
+	natstest.WaitFor(t, 30*time.Second, func() bool { return env.Emu.Stats().Delivered == 3 }, "both delivered by the standby after the pause")
+	if s := env.Emu.Stats(); s.SentInAnyPause != 0 {
+		t.Fatalf("%d requests sent inside the announced pause, want 0", s.SentInAnyPause)
 	}
 }
