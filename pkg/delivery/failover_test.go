@@ -150,14 +150,14 @@ func (k noPauseWrites) Put(ctx context.Context, key string, v []byte) (uint64, e
 	return k.KeyValue.Put(ctx, key, v)
 }
 
-// The active worker hits a 429 but cannot write the pause to the shared
-// state, and dies: the standby learnt the pause from the active worker's
-// answers to its pings, and sends nothing inside it after taking over.
-// Found by the chaos cluster run.
-func TestStandbyKeepsThePauseOfADeadWorker(t *testing.T) {
-	t.Parallel()
+// pausedActive starts an active worker that cannot store a 429 pause in
+// the shared state (on a connection the test closes to kill it) and a
+// standby (with its options adjusted by standby), then has the emulator
+// announce a bot-wide pause to the active worker.
+func pausedActive(t *testing.T, standby func(*testenv.WorkerOptions)) (env *testenv.Env, ncA *nats.Conn, b *testenv.Worker) {
+	t.Helper()
 	lim, cfg, tg := fastLimits()
-	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	env = testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
 	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
 	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
 	if err != nil {
@@ -168,20 +168,42 @@ func TestStandbyKeepsThePauseOfADeadWorker(t *testing.T) {
 		WrapChats: func(kv natsjs.KeyValue) natsjs.KeyValue { return noPauseWrites{kv} }})
 	env.Publish(note("warmup", 300, "0")) // pins the first worker
 	waitDelivered(t, env, 1)
-	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+	o := testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings}
+	if standby != nil {
+		standby(&o)
+	}
+	b = env.StartWorker(o)
 
 	if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 6}); err != nil {
 		t.Fatal(err)
 	}
 	env.Publish(note("k:1", 100, "1"))
 	natstest.WaitFor(t, 10*time.Second, func() bool { return a.Stats().RateLimited == 1 }, "the active worker's 429")
-	natstest.WaitFor(t, 10*time.Second, func() bool { return b.Stats().PausedUntil != nil }, "the standby learning the pause")
+	return env, ncA, b
+}
+
+// activeDiesInThePause kills the active worker of pausedActive and checks
+// that the standby delivers what is left without a request inside the
+// pause.
+func activeDiesInThePause(t *testing.T, env *testenv.Env, ncA *nats.Conn) {
+	t.Helper()
 	ncA.Close() // the active worker dies
 	env.Publish(note("k:2", 200, "2"))
 	natstest.WaitFor(t, 30*time.Second, func() bool { return env.Emu.Stats().Delivered == 3 }, "both delivered by the standby after the pause")
 	if s := env.Emu.Stats(); s.SentInAnyPause != 0 {
 		t.Fatalf("%d requests sent inside the announced pause, want 0", s.SentInAnyPause)
 	}
+}
+
+// The active worker hits a 429 but cannot write the pause to the shared
+// state, and dies: the standby learnt the pause from the active worker's
+// answers to its pings, and sends nothing inside it after taking over.
+// Found by the chaos cluster run.
+func TestStandbyKeepsThePauseOfADeadWorker(t *testing.T) {
+	t.Parallel()
+	env, ncA, b := pausedActive(t, nil)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return b.Stats().PausedUntil != nil }, "the standby learning the pause")
+	activeDiesInThePause(t, env, ncA)
 	if got := counter(t, b, "tgnotify_worker_failovers_total"); got != 1 {
 		t.Errorf("the standby counted %v failovers, want 1", got)
 	}
@@ -208,34 +230,12 @@ func (c blindConsumer) Info(ctx context.Context) (*natsjs.ConsumerInfo, error) {
 // standby asked only after reading the consumer.
 func TestStandbyThatCannotReadTheConsumerLearnsThePause(t *testing.T) {
 	t.Parallel()
-	lim, cfg, tg := fastLimits()
-	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
-	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ncA.Close)
-	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings, NC: ncA,
-		WrapChats: func(kv natsjs.KeyValue) natsjs.KeyValue { return noPauseWrites{kv} }})
-	env.Publish(note("warmup", 300, "0")) // pins the first worker
-	waitDelivered(t, env, 1)
 	var blind atomic.Bool
 	blind.Store(true)
-	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings,
-		WrapConsumer: func(c natsjs.Consumer) natsjs.Consumer { return blindConsumer{Consumer: c, blind: &blind} }})
-
-	if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 6}); err != nil {
-		t.Fatal(err)
-	}
-	env.Publish(note("k:1", 100, "1"))
-	natstest.WaitFor(t, 10*time.Second, func() bool { return a.Stats().RateLimited == 1 }, "the active worker's 429")
+	env, ncA, b := pausedActive(t, func(o *testenv.WorkerOptions) {
+		o.WrapConsumer = func(c natsjs.Consumer) natsjs.Consumer { return blindConsumer{Consumer: c, blind: &blind} }
+	})
 	natstest.WaitFor(t, 10*time.Second, func() bool { return b.Stats().PausedUntil != nil }, "the blind standby learning the pause")
 	blind.Store(false)
-	ncA.Close() // the active worker dies
-	env.Publish(note("k:2", 200, "2"))
-	natstest.WaitFor(t, 30*time.Second, func() bool { return env.Emu.Stats().Delivered == 3 }, "both delivered by the standby after the pause")
-	if s := env.Emu.Stats(); s.SentInAnyPause != 0 {
-		t.Fatalf("%d requests sent inside the announced pause, want 0", s.SentInAnyPause)
-	}
+	activeDiesInThePause(t, env, ncA)
 }

@@ -175,13 +175,7 @@ func TestRecorderWritesWaitingRecordsAsOneBatch(t *testing.T) {
 			}
 		})
 	}
-	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == n }, "records queued")
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); r.run(runCtx) }()
-	wg.Wait()
-	stop()
-	<-done
+	runQueued(t, r, n, &wg)
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
@@ -316,13 +310,7 @@ func TestRecorderWritesRecordsOverClaimsInOneBatch(t *testing.T) {
 			}
 		})
 	}
-	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == n }, "records queued")
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); r.run(runCtx) }()
-	wg.Wait()
-	stop()
-	<-done
+	runQueued(t, r, n, &wg)
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
@@ -426,13 +414,7 @@ func claimAll(t *testing.T, r *recorder, keys []string, last map[string]uint64) 
 	for i, k := range keys {
 		wg.Go(func() { out[i], errs[i] = r.claim(ctx, k, "100", uint64(i+1), last[k]) })
 	}
-	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == len(keys) }, "claims queued")
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); r.run(runCtx) }()
-	wg.Wait()
-	stop()
-	<-done
+	runQueued(t, r, len(keys), &wg)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("claim of %s: %v", keys[i], err)
@@ -534,4 +516,17 @@ func TestRecorderClaimBatchRefusedOverACancel(t *testing.T) {
 			t.Errorf("%s: claim %+v, bucket %+v; want this attempt's claim", k, c, e)
 		}
 	}
+}
+
+// runQueued waits until n writes are queued on r, runs r until the
+// attempts that queued them (wg) are done, and stops it.
+func runQueued(t *testing.T, r *recorder, n int, wg *sync.WaitGroup) {
+	t.Helper()
+	natstest.WaitFor(t, 10*time.Second, func() bool { return len(r.reqs) == n }, "writes queued")
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(ctx) }()
+	wg.Wait()
+	stop()
+	<-done
 }
