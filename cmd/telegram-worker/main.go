@@ -194,7 +194,10 @@ func spec(f *flags) workerd.Spec {
 			// The engine bounds each request (and raises the bound while
 			// Telegram answers slowly); the client's own timeout is the
 			// longest it may become.
-			api, err := botapi.New(token, botapi.WithBaseURL(f.apiURL), botapi.WithLogger(log))
+			// The User-Agent names the process: the chaos harness matches a
+			// 429 to the worker it killed.
+			api, err := botapi.New(token, botapi.WithBaseURL(f.apiURL), botapi.WithLogger(log),
+				botapi.WithUserAgent(telegram.UserAgent(os.Getpid())))
 			if err != nil {
 				return nil, daemon.UsageError{Err: fmt.Errorf("bot API client: %w", err)}
 			}

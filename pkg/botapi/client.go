@@ -31,6 +31,8 @@ type Client struct {
 	gated   bool
 	timeout time.Duration
 	logger  *slog.Logger
+	// userAgent is the User-Agent header, or "" for Go's default.
+	userAgent string
 }
 
 // New returns a client for the bot with the given token. The token must be
@@ -59,12 +61,13 @@ func New(token string, opts ...Option) (*Client, error) {
 	}
 	tok := secret(token)
 	return &Client{
-		token:   &tok,
-		baseURL: base,
-		http:    o.httpClient,
-		gated:   gated,
-		timeout: o.timeout,
-		logger:  o.logger.With("component", "botapi"),
+		token:     &tok,
+		baseURL:   base,
+		http:      o.httpClient,
+		gated:     gated,
+		timeout:   o.timeout,
+		logger:    o.logger.With("component", "botapi"),
+		userAgent: o.userAgent,
 	}, nil
 }
 
@@ -210,6 +213,9 @@ func (c *Client) do(ctx context.Context, method string, params, result any) (int
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
 	resp, err := httpgate.Do(c.http, c.gated, req)
 	if err != nil {
 		if ns, ok := err.(*httpgate.NotSentError); ok {

@@ -3,6 +3,7 @@ package botapi_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -77,6 +78,8 @@ func TestNewValidates(t *testing.T) {
 		{"zero timeout", testToken, []botapi.Option{botapi.WithTimeout(0)}},
 		{"nil HTTP client", testToken, []botapi.Option{botapi.WithHTTPClient(nil)}},
 		{"nil logger", testToken, []botapi.Option{botapi.WithLogger(nil)}},
+		{"empty User-Agent", testToken, []botapi.Option{botapi.WithUserAgent("")}},
+		{"User-Agent with a newline", testToken, []botapi.Option{botapi.WithUserAgent("worker\nX-Injected: 1")}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -91,6 +94,37 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := botapi.New(testToken, botapi.WithBaseURL("http://127.0.0.1:8081/prefix/")); err != nil {
 		t.Errorf("New with a path prefix: %v", err)
+	}
+}
+
+// WithUserAgent names the sender in every request; without it the request
+// carries Go's default.
+func TestUserAgent(t *testing.T) {
+	t.Parallel()
+	agents := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agents <- r.UserAgent()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true,"result":{"id":1,"is_bot":true,"first_name":"B","username":"b_bot"}}`)
+	}))
+	defer srv.Close()
+	for _, tt := range []struct {
+		opts []botapi.Option
+		want string
+	}{
+		{[]botapi.Option{botapi.WithUserAgent("tgnotify-telegram-worker (pid 42)")}, "tgnotify-telegram-worker (pid 42)"},
+		{nil, "Go-http-client/1.1"},
+	} {
+		c, err := botapi.New(testToken, append(tt.opts, botapi.WithBaseURL(srv.URL))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetMe(t.Context()); err != nil {
+			t.Fatalf("GetMe: %v", err)
+		}
+		if got := <-agents; got != tt.want {
+			t.Errorf("User-Agent %q, want %q", got, tt.want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package botapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -22,6 +23,7 @@ type options struct {
 	httpClient *http.Client
 	timeout    time.Duration
 	logger     *slog.Logger
+	userAgent  string
 }
 
 // WithBaseURL points the client at another Bot API server: a local
@@ -54,6 +56,25 @@ func WithTimeout(d time.Duration) Option {
 			return errors.New("WithTimeout: timeout must be positive")
 		}
 		o.timeout = d
+		return nil
+	}
+}
+
+// WithUserAgent sets the User-Agent header of every request (by default Go's
+// own). The telegram worker names itself and its process id there, so that
+// a provider's log, or a test harness that kills processes, can tell which
+// process sent a request. It must be non-empty printable ASCII.
+func WithUserAgent(ua string) Option {
+	return func(o *options) error {
+		if ua == "" {
+			return errors.New("WithUserAgent: empty User-Agent")
+		}
+		for i := 0; i < len(ua); i++ {
+			if ua[i] < ' ' || ua[i] > '~' {
+				return fmt.Errorf("WithUserAgent: byte %d of the User-Agent is not printable ASCII", i)
+			}
+		}
+		o.userAgent = ua
 		return nil
 	}
 }

@@ -145,12 +145,18 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	// arrived, judged before any simulated latency. A request that arrives
 	// after a pause was decided but sooner crossed the answer and is
 	// counted apart.
-	var arrival arrivalVerdict
+	arrival := arrivalVerdict{at: e.now(), userAgent: r.UserAgent(), record: -1}
 	if isSend(method) {
-		now := e.now().UnixNano()
-		if known, left := e.limiter.knownAt(now); known {
+		now := arrival.at.UnixNano()
+		if known, left, openers := e.limiter.knownAt(now); known {
 			arrival.sentInPause, arrival.remaining = true, left
 			e.stats.SentInAnyPause++
+			if len(e.stats.SentInPauseRequests) < MaxSentInPauseKept {
+				arrival.record = len(e.stats.SentInPauseRequests)
+				e.stats.SentInPauseRequests = append(e.stats.SentInPauseRequests, SentInPause{
+					Arrived: arrival.at, PauseLeft: left, UserAgent: arrival.userAgent, Openers: openers,
+				})
+			}
 		} else if e.limiter.pausedAt(now) {
 			e.stats.SentCrossing429++
 		}
@@ -212,8 +218,11 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 
 // arrivalVerdict is what serveBotAPI judged of a request when it arrived.
 type arrivalVerdict struct {
+	at          time.Time     // when the request arrived
+	userAgent   string        // its User-Agent header
 	sentInPause bool          // sent after a 429 announcing a pause in force had been written
 	remaining   time.Duration // how much of that pause was left
+	record      int           // its index in Stats.SentInPauseRequests when sentInPause, or -1
 }
 
 // send handles one sendMessage or sendPhoto request.
@@ -257,6 +266,9 @@ func (e *Emulator) send(w http.ResponseWriter, r *http.Request, method string, f
 	}
 	if v.punished {
 		e.stats.InPause++
+	}
+	if i := arrival.record; i >= 0 && i < len(e.stats.SentInPauseRequests) && e.stats.SentInPauseRequests[i].Arrived.Equal(arrival.at) {
+		e.stats.SentInPauseRequests[i].ChatID = p.chatID
 	}
 	if contentErr == "" && p.photo != "" {
 		contentErr = e.checkPhotoLocked(p.photo)
@@ -348,7 +360,10 @@ func (e *Emulator) send(w http.ResponseWriter, r *http.Request, method string, f
 		// connection. A sender that is gone never learns of it.
 		if err := http.NewResponseController(w).Flush(); err == nil {
 			e.mu.Lock()
-			e.limiter.answered(e.now().UnixNano(), v.until)
+			at := e.now()
+			e.limiter.answered(at.UnixNano(), v.until, PauseOpener{
+				ChatID: p.chatID, Arrived: arrival.at, Answered: at, UserAgent: arrival.userAgent,
+			})
 			e.mu.Unlock()
 		}
 	}

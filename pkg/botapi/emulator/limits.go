@@ -217,14 +217,22 @@ func (l *limiter) pausedAt(now int64) bool { return now < l.anyUntil }
 const SenderReactionTime = 5 * time.Millisecond
 
 // knownPause is a pause whose 429 has been written: a request arriving in
-// [from, until) was sent by a sender that could have known of it.
-type knownPause struct{ from, until int64 }
+// [from, until) was sent by a sender that could have known of it. opener
+// is the request that was answered with that 429.
+type knownPause struct {
+	from, until int64
+	opener      PauseOpener
+}
 
 // knownAt reports whether a pause of any scope that its sender could have
-// read by now is in force at now, and how much of it is left.
-func (l *limiter) knownAt(now int64) (bool, time.Duration) {
+// read by now is in force at now, how much of it is left, and the requests
+// whose 429s announced the pauses in force.
+func (l *limiter) knownAt(now int64) (bool, time.Duration, []PauseOpener) {
 	live := l.known[:0]
-	var left int64
+	var (
+		left    int64
+		openers []PauseOpener
+	)
 	for _, k := range l.known {
 		if k.until <= now {
 			continue
@@ -232,17 +240,19 @@ func (l *limiter) knownAt(now int64) (bool, time.Duration) {
 		live = append(live, k)
 		if k.from <= now {
 			left = max(left, k.until-now)
+			openers = append(openers, k.opener)
 		}
 	}
+	clear(l.known[len(live):])
 	l.known = live
-	return left > 0, time.Duration(left)
+	return left > 0, time.Duration(left), openers
 }
 
 // answered records that the 429 announcing a pause that ends at until was
-// written to its sender's connection at now.
-func (l *limiter) answered(now, until int64) {
+// written at now to the connection of the request opener.
+func (l *limiter) answered(now, until int64, opener PauseOpener) {
 	if until > now {
-		l.known = append(l.known, knownPause{from: now + int64(SenderReactionTime), until: until})
+		l.known = append(l.known, knownPause{from: now + int64(SenderReactionTime), until: until, opener: opener})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -319,8 +320,28 @@ func TestSentInAnyPauseJudgedOnArrival(t *testing.T) {
 	}
 	clk.Advance(emulator.SenderReactionTime)
 	<-send(4) // sent when the sender knew of the pause
-	if s := emu.Stats(); s.SentInAnyPause != 1 {
+	s := emu.Stats()
+	if s.SentInAnyPause != 1 {
 		t.Fatalf("SentInAnyPause %d after a request sent inside the pause, want 1", s.SentInAnyPause)
+	}
+	// The request is kept with the requests whose 429s announced the
+	// pauses it was sent in: the first, and the two punished since.
+	if len(s.SentInPauseRequests) != 1 {
+		t.Fatalf("SentInPauseRequests = %+v, want the one request", s.SentInPauseRequests)
+	}
+	got := s.SentInPauseRequests[0]
+	if got.ChatID != 4 || !got.Arrived.Equal(clk.Now()) || got.PauseLeft <= 0 || got.UserAgent == "" {
+		t.Errorf("kept request = %+v, want chat 4 arriving now, with pause left and its User-Agent", got)
+	}
+	var chats []int64
+	for _, o := range got.Openers {
+		chats = append(chats, o.ChatID)
+		if o.Answered.Before(o.Arrived) || o.UserAgent == "" {
+			t.Errorf("opener %+v: answered before it arrived, or without its User-Agent", o)
+		}
+	}
+	if !slices.Equal(chats, []int64{1, 2, 3}) {
+		t.Errorf("openers' chats = %v, want [1 2 3]", chats)
 	}
 }
 

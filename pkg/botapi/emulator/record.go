@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -76,6 +77,12 @@ type Stats struct {
 	// keeps at zero whatever its concurrency. Each one is logged at WARN
 	// level.
 	SentInAnyPause int64 `json:"sent_in_any_pause"`
+	// SentInPauseRequests are the first MaxSentInPauseKept of those
+	// requests, each with the requests whose 429s announced the pauses it
+	// was sent in: a harness that kills senders can tell a request sent by
+	// a sender that knew from one whose pause was announced to a sender
+	// already dead.
+	SentInPauseRequests []SentInPause `json:"sent_in_pause_requests,omitempty"`
 	// SentCrossing429 counts sendMessage requests that arrived after a
 	// pause had been decided but before its sender could have read the 429
 	// announcing it (not yet written, or written less than
@@ -97,9 +104,41 @@ type Stats struct {
 	MessagesKept int `json:"messages_kept"`
 }
 
+// MaxSentInPauseKept is how many requests sent inside a pause
+// Stats.SentInPauseRequests keeps; the count goes on in SentInAnyPause.
+const MaxSentInPauseKept = 100
+
+// SentInPause is one sendMessage request that arrived inside a pause whose
+// 429 had been written (counted in Stats.SentInAnyPause).
+type SentInPause struct {
+	ChatID int64 `json:"chat_id"`
+	// Arrived is when the request arrived, on the emulator's clock.
+	Arrived time.Time `json:"arrived"`
+	// PauseLeft is how much of the pause was left then.
+	PauseLeft time.Duration `json:"pause_left"`
+	// UserAgent is the request's User-Agent header.
+	UserAgent string `json:"user_agent,omitempty"`
+	// Openers are the requests whose 429s announced the pauses in force.
+	Openers []PauseOpener `json:"openers"`
+}
+
+// PauseOpener is a request answered with a 429 that announced a pause.
+type PauseOpener struct {
+	ChatID int64 `json:"chat_id"`
+	// Arrived is when the request arrived; Answered when its 429 was
+	// written to the connection. A sender that died in between never read
+	// it: the write to a closed connection succeeds all the same.
+	Arrived  time.Time `json:"arrived"`
+	Answered time.Time `json:"answered"`
+	// UserAgent is the request's User-Agent header: the telegram worker
+	// puts its process id there.
+	UserAgent string `json:"user_agent,omitempty"`
+}
+
 // clone returns a deep copy.
 func (s *Stats) clone() Stats {
 	c := *s
+	c.SentInPauseRequests = slices.Clone(s.SentInPauseRequests)
 	c.ByMethod = maps.Clone(s.ByMethod)
 	c.ByCode = maps.Clone(s.ByCode)
 	c.RateLimitedByScope = maps.Clone(s.RateLimitedByScope)

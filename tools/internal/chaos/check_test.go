@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/channel/email"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 )
 
@@ -489,6 +491,48 @@ func TestEvaluateStreamOrder(t *testing.T) {
 	f := failed(Evaluate(w.o))
 	if len(f) != 1 || !strings.Contains(f[0], "1 reordered") {
 		t.Fatalf("failed %v, want the stream order check", f)
+	}
+}
+
+// A request inside a pause is explained only when every pause it was sent
+// in was announced to a telegram worker killed after sending the answered
+// request and before the 429 was written.
+func TestEvaluatePauseAnnouncedToAKilledWorker(t *testing.T) {
+	const pid = 4242
+	inPause := func(w *world, kill KillRecord, count int64) Result {
+		w.order("A1", 2_000_001)
+		w.deliver("A1", 2_000_001, 100, false)
+		w.o.Kills = append(w.o.Kills, kill)
+		w.o.Emulator.SentInAnyPause = count
+		w.o.Emulator.SentInPauseRequests = []emulator.SentInPause{{
+			ChatID: 2_000_002, Arrived: w.at(1500), PauseLeft: 2 * time.Second, UserAgent: telegram.UserAgent(pid + 1),
+			Openers: []emulator.PauseOpener{{ChatID: 2_000_001, Arrived: w.at(1000), Answered: w.at(1100), UserAgent: telegram.UserAgent(pid)}},
+		}}
+		return Evaluate(w.o)
+	}
+	pauseFailed := func(r Result) bool {
+		return slices.ContainsFunc(failed(r), func(f string) bool { return strings.Contains(f, "inside an announced 429 pause") })
+	}
+
+	w := newWorld(t)
+	r := inPause(w, KillRecord{Process: workerName(0), Pid: pid, At: w.at(1050)}, 1)
+	if pauseFailed(r) || r.Figures.SentInPauseToDeadSender != 1 {
+		t.Errorf("killed between the request and its 429: failed %v, explained %d; want passed, 1", failed(r), r.Figures.SentInPauseToDeadSender)
+	}
+	for name, tt := range map[string]struct {
+		kill  KillRecord
+		count int64
+	}{
+		"killed after the 429 was written": {KillRecord{Process: workerName(0), Pid: pid, At: w.at(1150)}, 1},
+		"killed before the request":        {KillRecord{Process: workerName(0), Pid: pid, At: w.at(900)}, 1},
+		"another worker killed":            {KillRecord{Process: workerName(1), Pid: pid + 7, At: w.at(1050)}, 1},
+		"the publisher killed":             {KillRecord{Process: namePublisher, Pid: pid, At: w.at(1050)}, 1},
+		"more in pause than kept":          {KillRecord{Process: workerName(0), Pid: pid, At: w.at(1050)}, 2},
+	} {
+		w := newWorld(t)
+		if r := inPause(w, tt.kill, tt.count); !pauseFailed(r) {
+			t.Errorf("%s: the pause check passed", name)
+		}
 	}
 }
 
