@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/config"
@@ -235,15 +234,7 @@ func startWorker(t *testing.T, srv *natstest.Server, args ...string) (*syncBuffe
 
 func connect(t *testing.T, srv *natstest.Server) natsjs.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := srv.Connect(t)
 	return js
 }
 

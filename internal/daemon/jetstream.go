@@ -159,13 +159,37 @@ func (o *Objects) Prepare(ctx context.Context, js natsjs.JetStream) error {
 // retrying while NATS is unreachable or the objects are missing, with a
 // warning at once and every 30 seconds after.
 func (o *Objects) Wait(ctx context.Context, js natsjs.JetStream) error {
+	return o.retry(ctx, func(ctx context.Context) error {
+		err := o.Prepare(ctx, js)
+		// An API request the user may not make only times out: say which
+		// subject the server refused.
+		return jetstream.Denied(js.Conn(), err)
+	})
+}
+
+// Bounds of one attempt of Wait. In a cluster a request to a stream whose
+// leader has just died goes unanswered until it times out, while the
+// election that replaces the leader takes a few seconds: a short first
+// attempt retried soon starts a daemon seconds after the election, where a
+// long one waited out its full bound. An attempt that ran out of time gets
+// twice as long the next time, so a machine too slow for the short bound
+// still gets through.
+const (
+	firstAttemptTimeout = 2 * time.Second
+	maxAttemptTimeout   = 16 * time.Second
+)
+
+// retry runs attempt until it succeeds, fails with a conflict, or ctx ends.
+func (o *Objects) retry(ctx context.Context, attempt func(context.Context) error) error {
 	const maxDelay, warnEvery = 5 * time.Second, 30 * time.Second
 	delay := 200 * time.Millisecond
+	timeout := firstAttemptTimeout
 	var warned time.Time
 	waited := false
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := o.Prepare(pctx, js)
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		err := attempt(pctx)
+		timedOut := pctx.Err() != nil
 		cancel()
 		var conflict *jetstream.ConflictError
 		switch {
@@ -180,14 +204,14 @@ func (o *Objects) Wait(ctx context.Context, js natsjs.JetStream) error {
 			return ctx.Err()
 		}
 		waited = true
-		// An API request the user may not make only times out: say which
-		// subject the server refused.
-		err = jetstream.Denied(js.Conn(), err)
+		if timedOut {
+			timeout = min(timeout*2, maxAttemptTimeout)
+		}
 		if time.Since(warned) >= warnEvery {
-			o.log.Warn("waiting for the JetStream objects", "err", err, "retry_in", delay)
+			o.log.Warn("waiting for the JetStream objects", "err", err, "retry_in", delay, "attempt_timeout", timeout)
 			warned = time.Now()
 		} else {
-			o.log.Debug("waiting for the JetStream objects", "err", err, "retry_in", delay)
+			o.log.Debug("waiting for the JetStream objects", "err", err, "retry_in", delay, "attempt_timeout", timeout)
 		}
 		t := time.NewTimer(delay)
 		select {

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // readyTimeout bounds how long Start and Restart wait for the server to
@@ -114,6 +116,22 @@ func (s *Server) URL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return fmt.Sprintf("nats://%s:%d", s.opts.Host, s.opts.Port)
+}
+
+// Connect returns a client connected to the server with opts, closed when
+// the test ends, and its JetStream context.
+func (s *Server) Connect(t testing.TB, opts ...nats.Option) (*nats.Conn, natsjs.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.URL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
 
 // Port returns the TCP port the server listens on.

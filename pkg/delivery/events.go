@@ -122,14 +122,7 @@ func newEvents(js natsjs.JetStream, names jetstream.Names, channel string, log *
 
 // start reads whether the stream the events go to takes atomic batches.
 func (e *events) start(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	stream, err := e.js.Stream(ctx, e.names.Stream)
-	if err != nil {
-		e.log.Warn("cannot read the configuration of the events' stream; publishing events one by one", "stream", e.names.Stream, "err", err)
-		return
-	}
-	e.batches.Store(stream.CachedInfo().Config.AllowAtomicPublish)
+	learnAtomic(ctx, e.js, e.names.Stream, &e.batches, e.log, "the events' stream", "publishing events one by one")
 }
 
 // run publishes and confirms events until close. Run must be called once

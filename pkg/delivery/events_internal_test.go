@@ -22,15 +22,7 @@ import (
 func eventsEnv(t *testing.T) (*natstest.Server, natsjs.JetStream, *events, *atomic.Int64) {
 	t.Helper()
 	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := srv.Connect(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err := jetstream.ProvisionStreams(context.Background(), js, jetstream.StreamSettings{}); err != nil {
 		t.Fatal(err)
 	}

@@ -462,19 +462,13 @@ func newRecorder(s *store, single bool, log *slog.Logger, observe func(int)) *re
 	return &recorder{s: s, single: single, log: log, reqs: make(chan recordRequest, maxRecordBatch), observe: observe}
 }
 
-// start reads whether the bucket takes atomic batches.
+// start reads whether the bucket takes atomic batches, retrying until it
+// can (see learnAtomic); until then records are written one by one.
 func (r *recorder) start(ctx context.Context) {
 	if r.single {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	stream, err := r.s.js.Stream(ctx, r.s.deliveredSubjects.stream)
-	if err != nil {
-		r.log.Warn("cannot read the configuration of the delivery records' stream; writing records one by one", "err", err)
-		return
-	}
-	r.batches.Store(stream.CachedInfo().Config.AllowAtomicPublish)
+	learnAtomic(ctx, r.s.js, r.s.deliveredSubjects.stream, &r.batches, r.log, "the delivery records' stream", "writing records one by one")
 }
 
 // write stores the proof of delivery over the attempt's send claim (at its
@@ -602,6 +596,40 @@ func (r *recorder) commit(ctx context.Context, batch []recordRequest) (*jetstrea
 		return nil, fmt.Errorf("writing a batch of %d to %s: %w", len(batch), r.s.names.BucketDelivered, err)
 	}
 	return ack, nil
+}
+
+// learnAtomic reads whether stream takes atomic batches into batches. When
+// JetStream does not answer (an election, a partition) it tries again
+// every second, then less often up to every 10 seconds, until it can or
+// ctx ends: meanwhile batches stays false and the writes go one by one,
+// which is slower (one fsync each on a server that syncs every write) but
+// as safe. It warns once, saying what happens meanwhile (meanwhile).
+func learnAtomic(ctx context.Context, js natsjs.JetStream, stream string, batches *atomic.Bool, log *slog.Logger, what, meanwhile string) {
+	const firstRetry, maxRetry = time.Second, 10 * time.Second
+	retry := firstRetry
+	for failures := 0; ; failures++ {
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		s, err := js.Stream(lctx, stream)
+		cancel()
+		if err == nil {
+			batches.Store(s.CachedInfo().Config.AllowAtomicPublish)
+			if failures > 0 {
+				log.Info("read the configuration of "+what, "stream", stream, "atomic_batches", batches.Load(), "failures", failures)
+			}
+			return
+		}
+		if failures == 0 {
+			log.Warn("cannot read the configuration of "+what+"; "+meanwhile+" until it can be read", "stream", stream, "err", err, "retry_in", retry)
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		retry = min(retry*2, maxRetry)
+	}
 }
 
 // commitAtomic publishes msgs (copies of them: a batch adds its headers) as

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
@@ -21,16 +21,7 @@ import (
 // the daemons provision them (notify_delivered takes atomic batches).
 func recordStore(t *testing.T) *store {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.Start(t).Connect(t)
 	ctx := context.Background()
 	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
 		t.Fatal(err)
@@ -529,4 +520,58 @@ func runQueued(t *testing.T, r *recorder, n int, wg *sync.WaitGroup) {
 	wg.Wait()
 	stop()
 	<-done
+}
+
+// countingJS counts the stream lookups made through it.
+type countingJS struct {
+	natsjs.JetStream
+	lookups atomic.Int64
+}
+
+func (c *countingJS) Stream(ctx context.Context, name string) (natsjs.Stream, error) {
+	c.lookups.Add(1)
+	return c.JetStream.Stream(ctx, name)
+}
+
+// learnAtomic keeps trying while the stream cannot be read (here: it does
+// not exist yet, as in an election it does not answer), and turns batches
+// on once it can; a cancelled context ends it.
+func TestLearnAtomicRetriesUntilTheStreamAnswers(t *testing.T) {
+	_, plain := natstest.Start(t).Connect(t)
+	js := &countingJS{JetStream: plain}
+	log := slog.New(slog.DiscardHandler)
+	var batches atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		learnAtomic(t.Context(), js, "LATER", &batches, log, "the test stream", "writing one by one")
+	}()
+	natstest.WaitFor(t, 20*time.Second, func() bool { return js.lookups.Load() >= 2 }, "a second lookup after the first failed")
+	if batches.Load() {
+		t.Fatal("batches on before the stream could be read")
+	}
+	if _, err := js.CreateStream(t.Context(), natsjs.StreamConfig{Name: "LATER", Subjects: []string{"later.>"}, AllowAtomicPublish: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("learnAtomic did not return after the stream appeared")
+	}
+	if !batches.Load() {
+		t.Error("batches off after the stream, which takes atomic batches, could be read")
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		learnAtomic(ctx, js, "NEVER", &batches, log, "a missing stream", "one by one")
+	}()
+	cancel()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("learnAtomic did not end with its context")
+	}
 }

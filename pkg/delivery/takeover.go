@@ -34,6 +34,14 @@ import (
 // maxClearing bounds the lane checks running at once.
 const maxClearing = 16
 
+// Bounds of the pause after a lane check failed. JetStream answers none
+// while the consumer or the stream elects a leader (a few seconds in a
+// cluster): retrying at once only loads the servers that are electing.
+const (
+	minClearsBackoff = 250 * time.Millisecond
+	maxClearsBackoff = 2 * time.Second
+)
+
 // ackCount is the consumer's count of delivered, unacknowledged messages,
 // with this worker's arrival count taken just before the request.
 type ackCount struct {
@@ -119,9 +127,19 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 
 // startClears starts the checks of the lanes that wait for one, at most
 // maxClearing at a time: inherited holds at once, a takeover's lanes once
-// its window is known.
-func (w *Worker) startClears() {
+// its window is known. After a check failed it starts none until
+// clearsRetryAt, which it returns while checks wait for it.
+func (w *Worker) startClears() time.Time {
 	w.verifyQueue = append(w.verifyQueue, w.sched.takeVerifies()...)
+	if w.takeoverBounds != nil {
+		w.clearQueue = append(w.clearQueue, w.sched.takeClears()...)
+	}
+	if w.now().Before(w.clearsRetryAt) {
+		if len(w.verifyQueue) > 0 || (w.takeoverBounds != nil && len(w.clearQueue) > 0) {
+			return w.clearsRetryAt
+		}
+		return time.Time{}
+	}
 	for w.clearsRunning < maxClearing && len(w.verifyQueue) > 0 {
 		c := w.verifyQueue[0]
 		w.verifyQueue = w.verifyQueue[1:]
@@ -136,9 +154,8 @@ func (w *Worker) startClears() {
 		}()
 	}
 	if w.takeoverBounds == nil {
-		return
+		return time.Time{}
 	}
-	w.clearQueue = append(w.clearQueue, w.sched.takeClears()...)
 	b := *w.takeoverBounds
 	for w.clearsRunning < maxClearing && len(w.clearQueue) > 0 {
 		r := w.clearQueue[0]
@@ -153,12 +170,18 @@ func (w *Worker) startClears() {
 			}
 		}()
 	}
+	return time.Time{}
 }
 
 // onCleared applies a lane's check; a check that failed (JetStream did not
 // answer) is tried again.
 func (w *Worker) onCleared(c cleared) {
 	w.clearsRunning--
+	if c.err != nil {
+		w.clearFailed()
+	} else {
+		w.clearsBackoff = 0
+	}
 	if c.verify {
 		if c.err != nil {
 			w.log.Warn("cannot check a recipient's hold; retrying", "recipient", c.recipient, "err", c.err)
@@ -184,6 +207,19 @@ func (w *Worker) onCleared(c cleared) {
 	}
 	now := w.now()
 	w.apply(w.sched.laneCleared(c.recipient, c.suspects, now.Add(w.cfg.AckWait), now))
+}
+
+// clearFailed holds the queued checks back after one failed: for
+// minClearsBackoff, twice as long after each failure since, up to
+// maxClearsBackoff. Checks already running when the first failed do not
+// lengthen the pause.
+func (w *Worker) clearFailed() {
+	now := w.now()
+	if now.Before(w.clearsRetryAt) {
+		return
+	}
+	w.clearsBackoff = min(max(w.clearsBackoff*2, minClearsBackoff), maxClearsBackoff)
+	w.clearsRetryAt = now.Add(w.clearsBackoff)
 }
 
 // holdSuspects reads the consumer's last delivered sequence, then the

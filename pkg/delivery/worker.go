@@ -102,6 +102,11 @@ type Worker struct {
 	clearQueue     []string
 	verifyQueue    []holdCheck
 	clearsRunning  int
+	// clearsRetryAt holds back the queued checks after one failed
+	// (JetStream did not answer: an election), clearsBackoff is how long
+	// the next failure holds them back.
+	clearsRetryAt time.Time
+	clearsBackoff time.Duration
 	sendCtx        context.Context // requests in flight; cancelled at the shutdown deadline
 	// freshUntil ends the start-up settle of redeliveries (settleRedelivery);
 	// set before the dispatcher starts, read by attempts.
@@ -287,13 +292,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("answering on %s: %w", w.liveSubject(w.id), err)
 	}
 	bgWG.Go(func() { w.store.lookups.run(bg) })
-	w.records.start(ctx)
+	// Whether the streams take atomic batches is read in the background:
+	// in an election it takes seconds, and the writes meanwhile go one by
+	// one.
+	bgWG.Go(func() { w.records.start(bg) })
 	bgWG.Go(func() { w.records.run(bg) })
 	bgWG.Go(func() { w.pollStats(bg) })
 	bgWG.Go(func() { w.watchPin(bg) })
 	go w.persist.run()
 	if !w.cfg.SingleRecordWrites {
-		w.events.start(ctx)
+		bgWG.Go(func() { w.events.start(bg) })
 	}
 	go w.events.run()
 
@@ -324,7 +332,9 @@ func (w *Worker) dispatch(ctx context.Context) {
 	defer housekeeping.Stop()
 	for {
 		next := w.launch()
-		w.startClears()
+		if retry := w.startClears(); !retry.IsZero() && (next.IsZero() || retry.Before(next)) {
+			next = retry
+		}
 		wait := time.Hour
 		if !next.IsZero() {
 			wait = max(next.Sub(w.now()), 0)

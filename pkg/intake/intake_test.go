@@ -76,15 +76,7 @@ func (b *bundle) client(t *testing.T) *botapi.Client {
 // cut one poller off NATS.
 func (b *bundle) chats(t *testing.T) (*nats.Conn, natsjs.KeyValue) {
 	t.Helper()
-	nc, err := nats.Connect(b.env.NATS.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := b.env.NATS.Connect(t)
 	kv, err := js.KeyValue(t.Context(), jetstream.BucketChats)
 	if err != nil {
 		t.Fatal(err)

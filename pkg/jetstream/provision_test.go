@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
@@ -16,16 +15,7 @@ import (
 
 func setup(t *testing.T) natsjs.JetStream {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Start(t).Connect(t)
 	return js
 }
 

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/internal/mailpittest"
 	"github.com/tgnotify/tgnotify/internal/natstest"
@@ -62,15 +59,7 @@ func TestKillingAChannelWorkerLosesNothing(t *testing.T) {
 		t.Run(channel, func(t *testing.T) {
 			dir := builtbin.Dir(t, channel+"-worker")
 			srv := natstest.Start(t)
-			nc, err := nats.Connect(srv.URL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := natsjs.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, js := srv.Connect(t)
 			ctx := context.Background()
 			// A short ack wait: the next worker waits for what the killed
 			// one held until JetStream hands it back.
