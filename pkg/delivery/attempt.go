@@ -47,7 +47,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	}
 	switch {
 	case remembered:
-		return w.alreadyDelivered(j, nil, now)
+		return w.deliveredHere(ctx, j, now)
 	case e != nil && e.state() == StateCancelled:
 		return w.cancelled(j, e.rec, now)
 	case e != nil && e.state() == StateDelivered:
@@ -211,17 +211,37 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	}
 }
 
+// deliveredHere handles a job this process delivered (or found delivered)
+// recently: it is never sent again. It is acked only as a redelivery found
+// in the bucket is (alreadyDelivered: the delivered event told again, the
+// ack once that is stored), because the first attempt's event may still be
+// on its way: acked at once, the message was gone while the event waited
+// to be stored, and a worker killed then lost the event for good (the long
+// cluster chaos run: 14 delivered orders the application never heard of).
+// While the record is not in the bucket yet — the first attempt is still
+// writing it — or cannot be read, the job waits and looks again.
+func (w *Worker) deliveredHere(ctx context.Context, j *job, now time.Time) result {
+	e, _, err := w.store.read(ctx, j.n.Key)
+	switch {
+	case err != nil:
+		w.log.Warn("cannot read the delivery record; retrying later", "key", j.n.Key, "err", err)
+	case e != nil && e.state() == StateDelivered:
+		return w.alreadyDelivered(j, e.record(), now)
+	case e != nil && e.state() == StateCancelled:
+		return w.cancelled(j, e.rec, now)
+	default:
+		w.log.Debug("delivered by this worker, its record not stored yet: waiting for it", "key", j.n.Key, "seq", j.seq)
+	}
+	return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+}
+
 // alreadyDelivered acks a job delivered before, on this channel or another
 // one of the route (a redelivery, a republish, a replay, or a fallback copy
-// that lost the race to a late success): never twice.
+// that lost the race to a late success): never twice. The delivered event is
+// told again from the record (the first one may be lost), and the job is
+// acked once that is stored.
 func (w *Worker) alreadyDelivered(j *job, rec *DeliveryRecord, now time.Time) result {
-	if rec != nil {
-		// Told again from the record (the first event may be lost), and
-		// acked once that is stored.
-		w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt, func() { w.ack(j) })
-	} else {
-		w.ack(j)
-	}
+	w.events.delivered(rec.Key, rec.Channel, rec.Recipient, rec.ProviderID, rec.DeliveredAt, func() { w.ack(j) })
 	w.m.alreadyDelivered.Inc()
 	w.stats.already.Add(1)
 	w.log.Info("already delivered; acked without sending", "key", j.n.Key, "seq", j.seq)

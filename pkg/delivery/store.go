@@ -117,6 +117,20 @@ func (s *store) lookup(ctx context.Context, key string) (remembered bool, e *ent
 	if s.remembers(key) {
 		return true, nil, 0, nil
 	}
+	e, last, err = s.read(ctx, key)
+	if err != nil {
+		return false, nil, 0, err
+	}
+	if e != nil && e.state() == StateDelivered {
+		s.remember(key)
+	}
+	return false, e, last, nil
+}
+
+// read reads what notify_delivered holds for a key, whatever this process
+// remembers: the entry (nil when there is none) and the revision of the
+// key's last message. The read goes with the next batch (records.go).
+func (s *store) read(ctx context.Context, key string) (e *entry, last uint64, err error) {
 	if s.lookups != nil {
 		e, last, err = s.lookups.get(ctx, key)
 	} else {
@@ -126,12 +140,9 @@ func (s *store) lookup(ctx context.Context, key string) (remembered bool, e *ent
 		e, last = found[key], lasts[key]
 	}
 	if err != nil {
-		return false, nil, 0, fmt.Errorf("reading delivery record of %q: %w", key, err)
+		return nil, 0, fmt.Errorf("reading delivery record of %q: %w", key, err)
 	}
-	if e != nil && e.state() == StateDelivered {
-		s.remember(key)
-	}
-	return false, e, last, nil
+	return e, last, nil
 }
 
 // remembers reports whether this process delivered (or found delivered) the

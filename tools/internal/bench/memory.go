@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -41,6 +44,34 @@ type workerStats struct {
 	Lanes int   `json:"lanes"`
 }
 
+// saveHeapProfile writes the worker's heap profile (after a collection)
+// to path. The worker must run with -pprof.
+func (st *stack) saveHeapProfile(ctx context.Context, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.workerURL+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading the worker's heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reading the worker's heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("saving the worker's heap profile: %w", err)
+	}
+	return f.Close()
+}
+
 // stats reads the worker's /stats.
 func (st *stack) stats(ctx context.Context) (workerStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -73,7 +104,9 @@ func (r *runner) memoryRun(ctx context.Context, run int) (f RunFigures, err erro
 		if err := preload(ctx, st, fmt.Sprintf("M%d-", run), r.cfg.MemoryPending, func(i int) int64 { return int64(10_000_000 + i%chats) }); err != nil {
 			return err
 		}
-		if err := st.startWorker(ctx, r.bin("telegram-worker")); err != nil {
+		// -pprof lets the run save the worker's heap profile (below); it
+		// mounts handlers, it allocates nothing while unused.
+		if err := st.startWorker(ctx, r.bin("telegram-worker"), "-pprof"); err != nil {
 			return err
 		}
 		// Wait until the worker holds what it can: its share of the
@@ -102,6 +135,13 @@ func (r *runner) memoryRun(ctx context.Context, run int) (f RunFigures, err erro
 		if err != nil {
 			return err
 		}
+		// The heap in use at the end, for the analysis of a missed goal:
+		// go tool pprof -top -sample_index=inuse_space <file>.
+		heap := filepath.Join(r.cfg.WorkDir, fmt.Sprintf("memory-heap-%d.pb.gz", run))
+		if err := st.saveHeapProfile(ctx, heap); err != nil {
+			return err
+		}
+		r.logf("  heap profile of the worker: %s", heap)
 		s, err := st.stats(ctx)
 		if err != nil {
 			return err

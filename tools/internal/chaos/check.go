@@ -300,6 +300,7 @@ func Evaluate(o Observed) Result {
 	outcomes := r.checkOutcomes(o, exp)
 	r.checkDuplicates(o, exp, outcomes)
 	r.checkOrder(exp, outcomes)
+	r.checkEventsTold()
 	r.checkPauses(o)
 	r.checkBreaker(o)
 	r.checkPending(o)
@@ -1051,6 +1052,17 @@ func (r *Result) checkOrder(exp map[string]*expectation, out map[string]*outcome
 	r.add(len(problems) == 0,
 		fmt.Sprintf("every recipient received its notifications in commit order, on every channel: %d recipients, %d violations", len(lanes), r.Figures.OrderViolations),
 		problems)
+}
+
+// checkEventsTold checks that the application was told of every delivered
+// order: a delivered event in NOTIFY for each (checkOutcomes collects
+// those without one).
+func (r *Result) checkEventsTold() {
+	f := &r.Figures
+	slices.Sort(f.DeliveredNoEvent)
+	r.add(len(f.DeliveredNoEvent) == 0,
+		fmt.Sprintf("the application was told of every delivered order: %d delivered, %d without a delivered event", f.Delivered, len(f.DeliveredNoEvent)),
+		f.DeliveredNoEvent)
 }
 
 // checkPauses checks that no provider got a request sent inside a 429

@@ -72,6 +72,18 @@ func (w *world) deliverOn(id, channel, recipient string, ms int, dropped bool) {
 		d.Ref = email.MessageID(d.Key, messageIDDomain)
 	}
 	w.o.Deliveries = append(w.o.Deliveries, d)
+	// The worker tells the application of the first copy.
+	told := slices.ContainsFunc(w.o.Events, func(e system.Event) bool { return e.Key == d.Key && e.Event.Event == delivery.EventDelivered })
+	if !told {
+		w.o.Events = append(w.o.Events, system.Event{Event: delivery.Event{Key: d.Key, Event: delivery.EventDelivered, Channel: channel, Recipient: recipient, At: d.At}})
+	}
+}
+
+// untold removes the delivered event of order id: the application was not
+// told.
+func (w *world) untold(id string) {
+	key := shop.NotificationKey(id)
+	w.o.Events = slices.DeleteFunc(w.o.Events, func(e system.Event) bool { return e.Key == key && e.Event.Event == delivery.EventDelivered })
 }
 
 // dead records a Telegram dead letter of order id; the order's last
@@ -533,6 +545,24 @@ func TestEvaluatePauseAnnouncedToAKilledWorker(t *testing.T) {
 		if r := inPause(w, tt.kill, tt.count); !pauseFailed(r) {
 			t.Errorf("%s: the pause check passed", name)
 		}
+	}
+}
+
+// A delivered order without a delivered event fails the run: the
+// application never hears of it.
+func TestEvaluateDeliveredWithoutEvent(t *testing.T) {
+	w := newWorld(t)
+	w.order("A1", 2_000_001)
+	w.order("A2", 2_000_001)
+	w.deliver("A1", 2_000_001, 100, false)
+	w.deliver("A2", 2_000_001, 1100, false)
+	if f := failed(Evaluate(w.o)); len(f) != 0 {
+		t.Fatalf("both told: failed %v", f)
+	}
+	w.untold("A2")
+	f := failed(Evaluate(w.o))
+	if len(f) != 1 || !strings.Contains(f[0], "1 without a delivered event") || !strings.Contains(f[0], shop.NotificationKey("A2")) {
+		t.Fatalf("failed %v, want the events check naming A2", f)
 	}
 }
 
