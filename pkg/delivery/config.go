@@ -22,7 +22,7 @@ const (
 	DefaultPullBatch         = 256
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultHaltProbe         = 30 * time.Second
-	DefaultRememberDelivered = 100_000
+	DefaultRememberDelivered = 20_000
 	DefaultStatsInterval     = 5 * time.Second
 	DefaultTakeoverGap       = 10 * time.Second
 	// DefaultFallbackTransactional is how long a transactional
@@ -87,7 +87,11 @@ type Config struct {
 	// them again (Channel.Probe). Default 30s.
 	HaltProbe time.Duration
 	// RememberDelivered is how many recently delivered keys are kept in
-	// memory besides notify_delivered. Default 100000.
+	// memory besides notify_delivered. Default 20000: twice the default
+	// MaxAckPending. The set covers the keys whose record may not be stored
+	// yet; a redelivery of one it has forgotten finds the record in
+	// notify_delivered, and one it remembers reads it there too
+	// (deliveredHere), so a longer memory saves no reads.
 	RememberDelivered int
 	// StatsInterval is how often queue depth and dead-letter count are read
 	// from JetStream. Default 5s.

@@ -33,7 +33,7 @@ func recordStore(t *testing.T) *store {
 	s := &store{
 		js: js, channel: "telegram", delivered: res.Delivered, attempts: res.Attempts, log: slog.New(slog.DiscardHandler), now: time.Now,
 		deliveredSubjects: subjectsOf(res.Delivered), attemptsSubjects: subjectsOf(res.Attempts), direct: newDirectReader(nc),
-		recent: map[string]struct{}{}, ring: make([]string, 16),
+		keep: 16,
 	}
 	t.Cleanup(s.direct.close)
 	return s
@@ -573,5 +573,35 @@ func TestLearnAtomicRetriesUntilTheStreamAnswers(t *testing.T) {
 	case <-ended:
 	case <-time.After(30 * time.Second):
 		t.Fatal("learnAtomic did not end with its context")
+	}
+}
+
+// The in-memory set of delivered keys grows as keys come, keeps at most
+// keep of them, and forgets the oldest first.
+func TestRememberKeepsTheNewestKeys(t *testing.T) {
+	s := &store{keep: 3}
+	if s.remembers("a") {
+		t.Fatal("an empty set remembers a key")
+	}
+	for _, k := range []string{"a", "b", "a", "c"} {
+		s.remember(k)
+	}
+	if len(s.ring) != 3 || !s.remembers("a") || !s.remembers("b") || !s.remembers("c") {
+		t.Fatalf("after a, b, a, c: ring %v; want the three remembered", s.ring)
+	}
+	s.remember("d") // forgets a, the oldest
+	s.remember("e") // forgets b
+	for k, want := range map[string]bool{"a": false, "b": false, "c": true, "d": true, "e": true} {
+		if s.remembers(k) != want {
+			t.Errorf("remembers(%q) = %v, want %v", k, !want, want)
+		}
+	}
+	if len(s.recent) != 3 || len(s.ring) != 3 {
+		t.Errorf("%d keys in the set, ring of %d; want 3 and 3", len(s.recent), len(s.ring))
+	}
+	off := &store{}
+	off.remember("a")
+	if off.remembers("a") {
+		t.Error("a store with keep 0 remembers")
 	}
 }

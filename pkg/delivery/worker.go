@@ -107,7 +107,7 @@ type Worker struct {
 	// the next failure holds them back.
 	clearsRetryAt time.Time
 	clearsBackoff time.Duration
-	sendCtx        context.Context // requests in flight; cancelled at the shutdown deadline
+	sendCtx       context.Context // requests in flight; cancelled at the shutdown deadline
 	// freshUntil ends the start-up settle of redeliveries (settleRedelivery);
 	// set before the dispatcher starts, read by attempts.
 	freshUntil  time.Time
@@ -200,8 +200,8 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	w.store = &store{
 		js: d.JS, names: w.names, channel: name, delivered: d.Resources.Delivered, attempts: d.Resources.Attempts, state: state, log: log, now: d.Now,
 		deliveredSubjects: subjectsOf(d.Resources.Delivered), attemptsSubjects: subjectsOf(d.Resources.Attempts),
-		direct: newDirectReader(d.JS.Conn()),
-		recent: make(map[string]struct{}, cfg.RememberDelivered), ring: make([]string, cfg.RememberDelivered),
+		direct:     newDirectReader(d.JS.Conn()),
+		keep:       cfg.RememberDelivered,
 		cancelLost: w.m.cancelsLost.Inc,
 		worker:     w.id, held: w.heldElsewhere,
 	}
