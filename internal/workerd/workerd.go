@@ -311,10 +311,7 @@ func prepare(ctx context.Context, js natsjs.JetStream, channel string, s *Settin
 	if err != nil {
 		return nil, err
 	}
-	if err := objects.Wait(ctx, js); err != nil {
-		return nil, err
-	}
-	res, err := jetstream.OpenWorker(ctx, js, s.jetstream.Settings.Names(), channel)
+	res, err := openWorker(ctx, js, objects, s.jetstream.Settings.Names(), channel, log)
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +326,44 @@ func prepare(ctx context.Context, js natsjs.JetStream, channel string, s *Settin
 		"max_ack_pending", res.Consumer.CachedInfo().Config.MaxAckPending, "declaration", s.jetstream.Source())
 	return res, nil
 }
+
+// openWorker waits for the JetStream objects and opens the channel's
+// consumer and buckets, both again while JetStream does not answer: the
+// objects can be read and the next request still meet an election (the
+// long cluster chaos run: an SMS worker started then exited with "opening
+// bucket notify_delivered: context deadline exceeded"). It fails only when
+// ctx ends or the objects conflict with the declaration.
+func openWorker(ctx context.Context, js natsjs.JetStream, objects *daemon.Objects, names jetstream.Names, channel string, log *slog.Logger) (*jetstream.WorkerResources, error) {
+	const maxDelay = 5 * time.Second
+	delay := 200 * time.Millisecond
+	for {
+		if err := objects.Wait(ctx, js); err != nil {
+			return nil, err
+		}
+		octx, cancel := context.WithTimeout(ctx, openTimeout)
+		res, err := jetstream.OpenWorker(octx, js, names, channel)
+		cancel()
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		log.Warn("cannot open the consumer and buckets yet; retrying", "err", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(delay*2, maxDelay)
+	}
+}
+
+// openTimeout bounds one attempt of openWorker to open the consumer and
+// buckets.
+const openTimeout = 10 * time.Second
 
 // ReadSecret returns a secret from the file named by a flag, else from an
 // environment variable, trimmed; what names them goes into the error when
