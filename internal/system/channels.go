@@ -131,7 +131,7 @@ type StreamNotification struct {
 // every channel, in stream order.
 func Notifications(ctx context.Context, js natsjs.JetStream) ([]StreamNotification, error) {
 	var out []StreamNotification
-	err := readStream(ctx, js, channelFilters(), true, func(m natsjs.Msg, seq uint64) error {
+	err := readStream(ctx, js, channelFilters(), true, func() { out = out[:0] }, func(m natsjs.Msg, seq uint64) error {
 		ch, rcpt, err := jetstream.ParseSubject(m.Subject())
 		if err != nil {
 			return err
@@ -161,7 +161,7 @@ type Event struct {
 func Events(ctx context.Context, js natsjs.JetStream) ([]Event, error) {
 	var out []Event
 	filters := []string{jetstream.SubjectDelivered, jetstream.SubjectFallback, jetstream.SubjectDead}
-	err := readStream(ctx, js, filters, false, func(m natsjs.Msg, seq uint64) error {
+	err := readStream(ctx, js, filters, false, func() { out = out[:0] }, func(m natsjs.Msg, seq uint64) error {
 		var ev delivery.Event
 		if err := json.Unmarshal(m.Data(), &ev); err != nil {
 			return fmt.Errorf("event #%d on %s is not JSON: %w", seq, m.Subject(), err)
@@ -172,9 +172,53 @@ func Events(ctx context.Context, js natsjs.JetStream) ([]Event, error) {
 	return out, err
 }
 
+// readAttempts bounds how often readStream starts over after JetStream
+// failed to answer, readRetry the pause in between.
+const (
+	readAttempts = 20
+	readRetry    = 250 * time.Millisecond
+)
+
+// handlerError is an error of readStream's fn: the messages are wrong, and
+// reading them again would not help.
+type handlerError struct{ err error }
+
+func (e handlerError) Error() string { return e.err.Error() }
+func (e handlerError) Unwrap() error { return e.err }
+
 // readStream reads every message of NOTIFY matching filters with an
-// ordered consumer, in stream order, handing each to fn.
-func readStream(ctx context.Context, js natsjs.JetStream, filters []string, headersOnly bool, fn func(m natsjs.Msg, seq uint64) error) error {
+// ordered consumer, in stream order, handing each to fn. When JetStream
+// does not answer — on a cluster, a leader that has just changed answers
+// "no responders" or nothing for a moment (found by the demo on a
+// cluster) — it starts over, calling reset first, up to readAttempts
+// times while ctx lasts.
+func readStream(ctx context.Context, js natsjs.JetStream, filters []string, headersOnly bool, reset func(), fn func(m natsjs.Msg, seq uint64) error) error {
+	var err error
+	for range readAttempts {
+		reset()
+		err = readStreamOnce(ctx, js, filters, headersOnly, func(m natsjs.Msg, seq uint64) error {
+			if err := fn(m, seq); err != nil {
+				return handlerError{err}
+			}
+			return nil
+		})
+		var he handlerError
+		if err == nil || errors.As(err, &he) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(readRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+	return err
+}
+
+// readStreamOnce makes one attempt of readStream.
+func readStreamOnce(ctx context.Context, js natsjs.JetStream, filters []string, headersOnly bool, fn func(m natsjs.Msg, seq uint64) error) error {
 	var total uint64
 	for _, f := range filters {
 		n, err := SubjectCount(ctx, js, jetstream.StreamNotify, f)
