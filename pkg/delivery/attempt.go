@@ -303,6 +303,13 @@ func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o
 		t = tk
 		return nil
 	}
+	if w.pace != nil {
+		if err := w.pace.wait(ctx); err != nil {
+			// Stopping: nothing was written.
+			now := w.now()
+			return Outcome{Kind: Canceled, Description: "stopping before the request was written"}, nil, nil, now, now
+		}
+	}
 	start = w.now()
 	o = w.channel.Send(ctx, a)
 	end = w.now()

@@ -82,6 +82,7 @@ type Worker struct {
 	store   *store
 	records *recorder
 	adm     *admission
+	pace    *pacer
 	persist *persister
 	events  *events
 	degrade *degrader
@@ -210,6 +211,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
 	w.events = newEvents(d.JS, w.names, name, log, w.m.eventErrors.Inc, func(n int) { w.m.eventBatch.Observe(float64(n)) })
 	w.degrade = newDegrader(cfg, lim.Rate)
+	w.pace = newPacer(lim.Rate)
 	w.sched = newScheduler(schedConfig{
 		rate:      lim.Rate,
 		laneRate:  lim.RecipientRate,
@@ -526,6 +528,7 @@ func (w *Worker) housekeep() {
 	deg, rateChanged := w.degrade.evaluate(now, w.stats.queueDepth.Load())
 	if rateChanged {
 		w.sched.setRate(rate.Limit(deg.Rate), now)
+		w.pace.setRate(rate.Limit(deg.Rate))
 		w.log.Warn("provider answers slowly: send rate and request timeout changed", "latency_p90", deg.P90,
 			"send_rate", deg.Rate, "request_timeout", deg.Timeout, "degraded", deg.Slow)
 	}
