@@ -47,6 +47,11 @@ type admission struct {
 	// is sent could not be written, and a standby that takes the messages
 	// over would send them again. Nil means always.
 	connected func() bool
+	// pinDoubt reports whether this worker's pin was reset and it does not
+	// know yet whether it holds the pin again (pinreset.go): it sends
+	// nothing meanwhile, since another worker may be handed the same
+	// messages. Nil means never.
+	pinDoubt func() bool
 
 	mu          sync.Mutex
 	halted      bool
@@ -117,6 +122,8 @@ func (a *admission) blockedLocked(now time.Time) (reason string, until time.Time
 		return "halted", time.Time{}, true
 	case a.connected != nil && !a.connected():
 		return "not connected to NATS", now.Add(notConnectedRecheck), true
+	case a.pinDoubt != nil && a.pinDoubt():
+		return "pin in doubt", now.Add(pinDoubtPoll), true
 	case now.Before(a.settleUntil):
 		return "settling after a NATS reconnect", a.settleUntil, true
 	case now.Before(a.pause.Until):

@@ -65,11 +65,12 @@ func (w *Worker) consume(ctx context.Context) {
 			natsjs.PullExpiry(w.pullExpiry()),
 			natsjs.ConsumeErrHandler(func(_ natsjs.ConsumeContext, err error) {
 				if errors.Is(err, natsjs.ErrPinIDMismatch) {
-					// Another worker is pinned now. Reported on the goroutine
-					// that delivers messages, so what arrives from here on
-					// carries the new epoch: this worker hands back what it
-					// was delivered before (onPinLost), and when it is pinned
-					// again it checks for messages the other one holds
+					// The pin is gone; another worker may hold it now.
+					// Reported on the goroutine that delivers messages, so
+					// what arrives from here on carries the new epoch and
+					// proves this worker pinned again. From here it writes
+					// no request until it knows (pinreset.go); when pinned
+					// again it checks for messages another one may hold
 					// (takeover.go) however soon that is.
 					w.pinEpoch.Add(1)
 					w.unpinned()

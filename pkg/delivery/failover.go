@@ -132,6 +132,13 @@ func (w *Worker) unpinned() {
 	}
 }
 
+// pinID is this worker's pin id, "" when it holds none as far as it knows.
+func (w *Worker) pinID() string {
+	w.pin.mu.Lock()
+	defer w.pin.mu.Unlock()
+	return w.pin.id
+}
+
 // isPinned reports whether this worker holds the pin as far as it knows.
 func (w *Worker) isPinned() bool {
 	w.pin.mu.Lock()

@@ -364,9 +364,80 @@ func TestWorkerThatLosesThePinHandsBackWhatItHolds(t *testing.T) {
 	if second.Stats().Sent == 0 {
 		t.Error("the newly pinned worker sent nothing")
 	}
+	if pinResets(t, first, "moved")+pinResets(t, first, "timeout") == 0 {
+		t.Error("the worker that lost the pin did not hand back on a reset")
+	}
 	if got := env.Emu.Stats().Delivered; got != int64(len(chats)*n+1) {
 		t.Errorf("%d deliveries, want %d", got, len(chats)*n+1)
 	}
+}
+
+// The pin is dropped under a worker that holds messages (a consumer leader
+// change does that in a cluster; here an operator's unpin) and nobody else
+// is waiting: the worker's next pull request is answered "pin ID mismatch",
+// it pulls again without the pin and is pinned again. It keeps what it held
+// — it used to hand everything back and take it over again, which cost the
+// long cluster chaos run 45 takeovers — sends nothing while it does not know
+// who is pinned, and delivers every chat once, in order.
+func TestWorkerPinnedAgainAfterAResetKeepsWhatItHolds(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	tg.ChatRate, tg.BotRate = 2, 4 // the lanes wait in line when the pin is dropped
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Second}
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+	ctx := context.Background()
+	stream, err := env.JS.Stream(ctx, jetstream.StreamNotify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chats := []int64{100, 101, 102, 103}
+	const n = 6
+	for i := range n {
+		for _, c := range chats {
+			env.Publish(note(fmt.Sprintf("k:%d:%d", c, i), c, fmt.Sprint(i)))
+		}
+	}
+	natstest.WaitFor(t, 5*time.Second, func() bool { return w.Stats().Held >= 8 && w.Stats().Sent >= 1 }, "the chats being sent")
+	if err := stream.UnpinConsumer(ctx, jetstream.ConsumerTelegram, jetstream.PriorityGroupTelegram); err != nil {
+		t.Fatal(err)
+	}
+	// Something must arrive for the server to answer the old pin and pin
+	// the worker again.
+	env.Publish(note("k:trigger", 200, "trigger"))
+	natstest.WaitFor(t, 10*time.Second, func() bool { return metricValue(t, w, "tgnotify_worker_pin_resets_total") >= 1 }, "the reset settled")
+	natstest.WaitFor(t, 40*time.Second, func() bool { return env.Emu.Stats().Delivered >= int64(len(chats)*n+1) }, "every chat delivered")
+	for _, c := range chats {
+		checkOrder(t, env, c, n)
+	}
+	if got := env.Emu.Stats().Delivered; got != int64(len(chats)*n+1) {
+		t.Errorf("%d deliveries, want %d", got, len(chats)*n+1)
+	}
+	if kept := pinResets(t, w, "kept"); kept < 1 || pinResets(t, w, "moved")+pinResets(t, w, "timeout") != 0 {
+		t.Errorf("resets kept %v, moved %v, timed out %v: want the held messages kept", kept, pinResets(t, w, "moved"), pinResets(t, w, "timeout"))
+	}
+}
+
+// pinResets reads tgnotify_worker_pin_resets_total{outcome}.
+func pinResets(t *testing.T, w *testenv.Worker, outcome string) float64 {
+	t.Helper()
+	mfs, err := w.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "tgnotify_worker_pin_resets_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // A hold left behind by a worker that died after its first parked message

@@ -96,6 +96,10 @@ type Worker struct {
 	arrivalEpoch uint64             // pin epoch of the last arrival
 	reconnects   uint64             // NATS reconnections seen
 	stopCheck    context.CancelFunc // stops the running takeover check
+	// doubt is the running doubt after a 423; heldFrom the first pin epoch
+	// whose messages this worker keeps: older ones go back (pinreset.go).
+	doubt    *pinDoubt
+	heldFrom uint64
 	// takeoverBounds is the window (F, D] of a running takeover, once read;
 	// clearQueue the lanes waiting for a check, clearsRunning the checks
 	// running (takeover.go).
@@ -120,15 +124,21 @@ type Worker struct {
 	wake     chan struct{}
 	takeover chan ackCount // consumer ack-pending counts from the check
 	clears   chan cleared  // lane checks done
-	pinLost  chan struct{} // signalled when another worker was pinned
+	pinLost  chan struct{} // signalled when a pull request was answered "pin ID mismatch"
+	// pinElsewhere carries the doubt during which another worker answered
+	// that it is pinned (pinreset.go).
+	pinElsewhere chan *pinDoubt
 
-	pin       pinState      // see failover.go
-	id        string        // names this worker's send claims (holder.go)
-	pinEpoch  atomic.Uint64 // times this worker lost the pin to another
-	received  atomic.Uint64 // messages handed to the dispatcher
-	consuming atomic.Bool
-	running   atomic.Bool
-	probing   atomic.Bool
+	pin      pinState      // see failover.go
+	id       string        // names this worker's send claims (holder.go)
+	pinEpoch atomic.Uint64 // times a pull request of this worker was answered "pin ID mismatch"
+	// pinSettled is the last pin epoch whose doubt ended: while pinEpoch
+	// is ahead, no request is written (pinreset.go).
+	pinSettled atomic.Uint64
+	received   atomic.Uint64 // messages handed to the dispatcher
+	consuming  atomic.Bool
+	running    atomic.Bool
+	probing    atomic.Bool
 	// haltCause describes the answer that halted sending.
 	haltCause atomic.Pointer[string]
 
@@ -186,6 +196,8 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		takeover: make(chan ackCount, 1),
 		clears:   make(chan cleared, maxClearing),
 		pinLost:  make(chan struct{}, 1),
+
+		pinElsewhere: make(chan *pinDoubt, 1),
 	}
 	w.adm = newAdmission(name, cfg.BreakerFailures, cfg.BreakerOpen, func(from, to gobreaker.State) {
 		w.m.breakerState.Set(float64(breakerGauge(to)))
@@ -193,6 +205,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		w.poke()
 	})
 	w.adm.connected = d.JS.Conn().IsConnected
+	w.adm.pinDoubt = w.inPinDoubt
 	state := newSharedState(d.Resources.Chats, name, log, w.adm.sharedPause)
 	state.retryAfter, state.now = cfg.DeadRetryAfter, d.Now
 	if w.recipients, err = newRecipients(d.Registry, name); err != nil {
@@ -366,7 +379,9 @@ func (w *Worker) dispatch(ctx context.Context) {
 		case c := <-w.clears:
 			w.onCleared(c)
 		case <-w.pinLost:
-			w.onPinLost()
+			w.onPinReset()
+		case d := <-w.pinElsewhere:
+			w.onPinElsewhere(d)
 		case <-keepalive.C:
 			for _, j := range w.sched.keepAlive(w.now(), w.cfg.AckWait/3) {
 				_ = j.msg.InProgress()
@@ -386,6 +401,9 @@ func (w *Worker) launch() time.Time {
 		w.reconnects = rc
 		w.adm.settleFor(now.Add(ReconnectSettle))
 		w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending", "for", ReconnectSettle)
+	}
+	if w.doubtExpired(now) {
+		w.pinMoved("timeout")
 	}
 	if w.quarantineExpired(now) {
 		w.log.Warn("messages held by a previous worker did not all come back in time; every lane sends now",
@@ -455,11 +473,14 @@ func (w *Worker) apply(eff effects) {
 // onArrival places a delivered message in its recipient's lane.
 func (w *Worker) onArrival(j *job) {
 	now := w.now()
-	if j.pinEpoch < w.pinEpoch.Load() {
+	if j.pinEpoch < w.heldFrom {
 		// Delivered while this worker was pinned, processed after it lost
 		// the pin: it goes back like the rest of what it held.
 		w.apply(w.sched.handBackJob(j, now))
 		return
+	}
+	if w.doubt != nil && j.pinEpoch >= w.doubt.epoch {
+		w.pinKept() // delivered after the 423: to this worker's new pin
 	}
 	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch {
 		w.startTakeoverCheck(j.received)
@@ -485,7 +506,7 @@ func (w *Worker) onResult(r result) {
 		}
 	}
 	disp := r.disp
-	if (disp == retryHere) && r.job.pinEpoch < w.pinEpoch.Load() {
+	if (disp == retryHere) && r.job.pinEpoch < w.heldFrom {
 		disp = handBack // the pin moved while it was in flight
 	}
 	w.apply(w.sched.finish(r.job, r.at, r.called, disp, r.delay))
@@ -587,22 +608,6 @@ func (w *Worker) shutdown() {
 	w.persist.close(5 * time.Second)
 	w.events.close(5 * time.Second)
 	w.log.Info("worker stopped", "handed_back", n)
-}
-
-// onPinLost runs when another worker was pinned: only the pinned worker
-// sends, because JetStream hands it what this one was delivered as soon as
-// it thinks their ack wait expired (at once after a nats-server restart),
-// and two workers holding one message send it twice, or a recipient's
-// messages out of order. So this worker hands back everything it holds, in
-// order; requests in flight finish, and what they leave over goes back too
-// (onResult). Messages already on their way to the dispatcher are handed
-// back as they arrive (onArrival).
-func (w *Worker) onPinLost() {
-	eff, n := w.sched.handBackAll(w.now())
-	w.apply(eff)
-	if n > 0 {
-		w.log.Warn("another worker is pinned: handed back the messages this one held", "count", n)
-	}
 }
 
 func boolGauge(b bool) float64 {
