@@ -350,6 +350,11 @@ func (w *Worker) dispatch(ctx context.Context) {
 		if retry := w.startClears(); !retry.IsZero() && (next.IsZero() || retry.Before(next)) {
 			next = retry
 		}
+		if w.doubt != nil {
+			if end := w.doubt.since.Add(pinDoubtMax); next.IsZero() || end.Before(next) {
+				next = end // a doubt ends by itself (launch)
+			}
+		}
 		wait := time.Hour
 		if !next.IsZero() {
 			wait = max(next.Sub(w.now()), 0)
