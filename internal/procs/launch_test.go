@@ -105,3 +105,31 @@ func TestLaunchReportsOnlyRealFailures(t *testing.T) {
 		t.Fatal("a launched process died and no failure was reported")
 	}
 }
+
+// Reserved ports stay taken until Release, so a listener the caller opens
+// meanwhile on port 0 cannot be given one of them (a cluster's proxy was
+// once given a node's route port); after Release they are free.
+func TestReservePortsHoldsThemUntilRelease(t *testing.T) {
+	r, err := procs.ReservePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Ports) != 3 || r.Ports[0] == r.Ports[1] || r.Ports[1] == r.Ports[2] || r.Ports[0] == r.Ports[2] {
+		t.Fatalf("ports %v, want 3 distinct", r.Ports)
+	}
+	for _, p := range r.Ports {
+		if ln, err := net.Listen("tcp", procs.Addr(p)); err == nil {
+			ln.Close()
+			t.Fatalf("port %d could be taken while reserved", p)
+		}
+	}
+	r.Release()
+	r.Release() // twice does nothing
+	for _, p := range r.Ports {
+		ln, err := net.Listen("tcp", procs.Addr(p))
+		if err != nil {
+			t.Fatalf("port %d still taken after Release: %v", p, err)
+		}
+		ln.Close()
+	}
+}

@@ -78,22 +78,47 @@ func FreePort() (int, error) {
 
 // FreePorts returns n distinct ports as FreePort does.
 func FreePorts(n int) ([]int, error) {
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
+	r, err := ReservePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	r.Release()
+	return r.Ports, nil
+}
+
+// Reservation holds free ports open until Release, so that listeners this
+// process opens meanwhile on port 0 cannot be given one of them.
+type Reservation struct {
+	Ports []int
+	lns   []net.Listener
+}
+
+// ReservePorts finds n distinct free ports on 127.0.0.1 and keeps them
+// until Release. A caller that opens listeners of its own on port 0 after
+// choosing ports for its child processes (the cluster's proxies) does so
+// before Release: the kernel handed a proxy the route port just chosen for
+// a node, and the node failed to start ("address already in use").
+func ReservePorts(n int) (*Reservation, error) {
+	r := &Reservation{}
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			r.Release()
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		r.lns = append(r.lns, ln)
+		r.Ports = append(r.Ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return r, nil
+}
+
+// Release frees the ports for the processes that will listen on them.
+// Calling it again does nothing.
+func (r *Reservation) Release() {
+	for _, ln := range r.lns {
+		ln.Close()
+	}
+	r.lns = nil
 }
 
 // Addr returns "127.0.0.1:<port>".

@@ -185,10 +185,14 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 			c.Close()
 		}
 	}()
-	ports, err := procs.FreePorts(3 * len(names))
+	reserved, err := procs.ReservePorts(3 * len(names))
 	if err != nil {
 		return nil, err
 	}
+	// Held until the proxies listen: a proxy on port 0 was once given a
+	// node's route port, and the node could not start.
+	defer reserved.Release()
+	ports := reserved.Ports
 	for i, name := range names {
 		c.nodes = append(c.nodes, &clusterNode{name: name, clientPort: ports[3*i], monitorPort: ports[3*i+1], routePort: ports[3*i+2],
 			conf: filepath.Join(o.Dir, name+".conf")})
@@ -216,6 +220,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 			c.clientProxies = append(c.clientProxies, p)
 		}
 	}
+	reserved.Release()
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -12,8 +12,11 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/builtbin"
+	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
+	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 const clusterConfigs = "../../configs/nats-cluster"
@@ -189,4 +192,48 @@ func TestClusterSurvivesLeaderLoss(t *testing.T) {
 	if info.State.Msgs != 4 {
 		t.Errorf("stream holds %d messages, want 4", info.State.Msgs)
 	}
+}
+
+// A daemon's connection to a node that is cut off from the other two, its
+// clients' side working (they still get their pings answered), moves to
+// another node once JetStream has not answered there for
+// LeaveUnservedAfter. It used to stay, stalled, until the partition healed.
+func TestConnectionLeavesACutOffNode(t *testing.T) {
+	c, _ := clusterSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc, err := jetstream.Connect(ctx, jetstream.Options{URLs: c.URLs(), LeaveUnservedAfter: 3 * time.Second}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	natstest.WaitFor(t, 30*time.Second, nc.IsConnected, "connected")
+	cut := ""
+	for _, name := range c.Names() {
+		if c.URL(name) == nc.ConnectedUrl() {
+			cut = name
+		}
+	}
+	if cut == "" {
+		t.Fatalf("connected to %s, none of the nodes %s", nc.ConnectedUrl(), c.URLs())
+	}
+	if err := c.Partition(cut, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Heal(cut) })
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node learns it has no meta leader after an election timeout
+	// (4-9 s; 10 s more if it was the leader), then 3 s.
+	natstest.WaitFor(t, 90*time.Second, func() bool {
+		if !nc.IsConnected() || nc.ConnectedUrl() == c.URL(cut) {
+			return false
+		}
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(actx)
+		return err == nil
+	}, "the connection served by another node")
 }

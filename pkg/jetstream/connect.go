@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // Connect opens a NATS connection with opts and returns at once, even when no
@@ -49,9 +50,12 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 	logger.Info("NATS connection settings", "url", shown, "url_from", originOr(opts.Origins.URL),
 		"auth", opts.Auth(), "auth_from", originOr(opts.Origins.Auth), "tls", opts.TLSCA != "" || opts.TLSCert != "" || strings.Contains(urls, "tls://"))
 
+	closed := make(chan struct{}) // closed with the connection: ends the unserved watch
 	natsOpts := []nats.Option{
 		nats.Name(opts.Name),
 		nats.Timeout(opts.ConnectTimeout),
+		nats.PingInterval(opts.PingInterval),
+		nats.MaxPingsOutstanding(opts.MaxPingsOut),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectBufSize(-1),
@@ -74,6 +78,7 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 		}),
 		nats.ClosedHandler(func(*nats.Conn) {
 			logger.Info("NATS connection closed")
+			close(closed)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if v, ok := parseViolation(err); ok {
@@ -123,6 +128,12 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 	if !nc.IsConnected() {
 		logger.Warn("NATS is not reachable yet; retrying in the background", "url", shown)
 	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", shown, err)
+	}
+	go newUnservedWatch(nc, js, logger, opts.LeaveUnservedAfter).run(closed)
 	return nc, nil
 }
 

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
@@ -181,4 +183,40 @@ func TestServerURLsDefaults(t *testing.T) {
 	if got := (&jetstream.Options{URLs: "nats://flag:1"}).ServerURLs(); got != "nats://flag:1" {
 		t.Errorf("explicit = %q", got)
 	}
+}
+
+// A server that stops answering without closing the connection (a network
+// cut: the proxy holds the connection open and passes nothing) is left
+// within seconds for another server of the list. With nats.go's default
+// pings (every 2 minutes, 2 outstanding) the client stayed for minutes.
+func TestConnectLeavesAServerThatStopsAnswering(t *testing.T) {
+	a, b := natstest.Start(t), natstest.Start(t)
+	proxy, err := system.NewProxy("127.0.0.1:0", strings.TrimPrefix(a.URL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	viaProxy := "nats://" + proxy.Addr()
+	var nc *nats.Conn
+	// The client shuffles its server list: connect until it is through
+	// the proxy (one chance in two each time).
+	for range 40 {
+		c, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: viaProxy + "," + b.URL()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		natstest.WaitFor(t, 10*time.Second, c.IsConnected, "connected")
+		if c.ConnectedUrl() == viaProxy {
+			nc = c
+			break
+		}
+		c.Close()
+	}
+	if nc == nil {
+		t.Fatal("never connected through the proxy")
+	}
+	t.Cleanup(nc.Close)
+	proxy.Cut(system.Blackhole)
+	// Pings every 2 s, 3 unanswered: about 8 s, then a reconnect.
+	natstest.WaitFor(t, 40*time.Second, func() bool { return nc.IsConnected() && nc.ConnectedUrl() == b.URL() }, "the client on the other server")
 }

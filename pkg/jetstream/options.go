@@ -97,6 +97,20 @@ type Options struct {
 	ReconnectWait, MaxReconnectWait time.Duration
 	// ConnectTimeout bounds one dial and handshake. Default 2s.
 	ConnectTimeout time.Duration
+	// PingInterval is how often the client pings the server, and
+	// MaxPingsOut how many pings may go unanswered before the connection is
+	// taken as dead and the client reconnects, to another server of the
+	// cluster if it can. Defaults 2s and 3: a server that stops answering
+	// without closing the connection (a network cut, a frozen host) is
+	// left within about 8 s. nats.go's own defaults, 2 minutes and 2, left
+	// the daemons on such a node for 4 minutes or until the cut healed.
+	PingInterval time.Duration
+	MaxPingsOut  int
+	// LeaveUnservedAfter is how long the connected server may fail to
+	// serve JetStream (no meta leader there: a node cut off from its
+	// cluster) before the connection moves to another server of its list
+	// (unserved.go). Default 15s.
+	LeaveUnservedAfter time.Duration
 }
 
 // Origins say where a connection's settings came from: "flag -nats",
@@ -178,10 +192,13 @@ func (o *Options) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ReconnectWait", o.ReconnectWait}, {"MaxReconnectWait", o.MaxReconnectWait}, {"ConnectTimeout", o.ConnectTimeout}} {
+	}{{"ReconnectWait", o.ReconnectWait}, {"MaxReconnectWait", o.MaxReconnectWait}, {"ConnectTimeout", o.ConnectTimeout}, {"PingInterval", o.PingInterval}, {"LeaveUnservedAfter", o.LeaveUnservedAfter}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s: %v must not be negative", d.name, d.v))
 		}
+	}
+	if o.MaxPingsOut < 0 {
+		errs = append(errs, fmt.Errorf("MaxPingsOut: %d must not be negative", o.MaxPingsOut))
 	}
 	return errors.Join(errs...)
 }
@@ -244,6 +261,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 2 * time.Second
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 2 * time.Second
+	}
+	if o.MaxPingsOut <= 0 {
+		o.MaxPingsOut = 3
+	}
+	if o.LeaveUnservedAfter <= 0 {
+		o.LeaveUnservedAfter = 15 * time.Second
 	}
 	return o
 }
