@@ -26,6 +26,9 @@ type persister struct {
 	done      chan struct{}
 	ctx       context.Context // ends when unwritten changes are abandoned
 	stop      context.CancelFunc
+	// longest is the pause that ends last of those queued (pause's caller,
+	// the dispatcher, owns it).
+	longest pause
 }
 
 func newPersister(state *sharedState, connected func() bool, log *slog.Logger) *persister {
@@ -44,9 +47,18 @@ func (p *persister) hold(c holdChange) {
 	p.queue(stateWrite{hold: &c})
 }
 
-// pause applies a pause locally and queues its write.
+// pause applies a pause locally and queues its write, unless a pause that
+// ends later was queued already. Two 429s answered together come back in
+// any order: written as they came, the shorter one, written last, replaced
+// the longer one in the bucket, and a worker started after this one died
+// sent inside the longer pause (found by the long chaos run: a 6 s pause
+// stored as 3 s). The bucket is only ever extended here.
 func (p *persister) pause(v pause) {
 	p.state.setPauseLocal(v)
+	if !v.Until.After(p.longest.Until) {
+		return
+	}
+	p.longest = v
 	p.queue(stateWrite{pause: v})
 }
 
