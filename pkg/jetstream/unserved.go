@@ -133,7 +133,8 @@ func accountInfo(js natsjs.JetStream) error {
 // JetStream: no meta leader known there, nobody answering (nats.go reports
 // "no responders" to a JetStream request as JetStream not enabled), or no
 // answer in time. Other errors (JetStream not enabled for the account,
-// permissions) would be the same on every server.
+// permissions) would be the same on every server. No answer is what
+// permissions.go's timedOut takes it to be.
 func unserved(err error) bool {
 	var apiErr *natsjs.APIError
 	switch {
@@ -142,5 +143,5 @@ func unserved(err error) bool {
 	case errors.As(err, &apiErr):
 		return apiErr.ErrorCode == jsClusterNotAvailable || apiErr.ErrorCode == natsjs.JSErrCodeJetStreamNotEnabled
 	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+	return timedOut(err)
 }
