@@ -1,7 +1,9 @@
 // Package httpgate runs a delivery engine's admission check at the last
 // possible moment of an HTTP request: on the connection's first write of the
 // request. A request refused there never reaches the provider, so an engine
-// that has just read a 429 can stop every request not yet on the wire.
+// that has just read a 429 can stop every request not yet on the wire. It
+// also tells the engine at the first possible moment that an answer has
+// begun to arrive ([WithAnswerNotice]).
 //
 // It works with transports made by [NewTransport], which speak HTTP/1.1 only:
 // a connection then carries one request at a time, and the check armed by
@@ -35,6 +37,24 @@ func WithAdmission(ctx context.Context, admit func() error) context.Context {
 // Admission returns the check carried by ctx, or nil.
 func Admission(ctx context.Context) func() error {
 	f, _ := ctx.Value(admissionKey{}).(func() error)
+	return f
+}
+
+// answerKey carries an answer notice in a request's context.
+type answerKey struct{}
+
+// WithAnswerNotice returns a context whose requests call notice as soon as
+// the first byte of their answer has been read: in the transport's reader
+// goroutine, before the status line is parsed and before the caller's
+// goroutine runs again. A delivery engine uses it to hold back its other
+// requests until it knows whether the answer is a 429.
+func WithAnswerNotice(ctx context.Context, notice func()) context.Context {
+	return context.WithValue(ctx, answerKey{}, notice)
+}
+
+// AnswerNotice returns the notice carried by ctx, or nil.
+func AnswerNotice(ctx context.Context) func() {
+	f, _ := ctx.Value(answerKey{}).(func())
 	return f
 }
 
@@ -135,19 +155,22 @@ func Do(c *http.Client, gated bool, req *http.Request) (*http.Response, error) {
 			return err
 		}
 	}
+	trace := &httptrace.ClientTrace{GotFirstResponseByte: AnswerNotice(req.Context())}
 	if gated {
-		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		trace.GotConn = func(info httptrace.GotConnInfo) {
 			if check == nil {
 				arm(info, nil)
 				return
 			}
 			arm(info, &check)
-		}}
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		}
 	} else if check != nil {
 		if err := check(); err != nil {
 			return nil, &NotSentError{Err: err}
 		}
+	}
+	if trace.GotConn != nil || trace.GotFirstResponseByte != nil {
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	}
 	resp, err := c.Do(req)
 	if err != nil {

@@ -96,3 +96,60 @@ func TestUngatedTransportChecksBefore(t *testing.T) {
 		t.Fatal("the server saw a refused request")
 	}
 }
+
+// The answer notice runs as soon as the answer's first byte is read, so
+// before Do hands the answer to its caller, on both kinds of transport; a
+// refused request, never written, has no answer to notice.
+func TestAnswerNoticeRunsBeforeTheCallerSeesTheAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Retry-After", "3")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"ok":false,"error_code":429,"parameters":{"retry_after":3}}`)
+	}))
+	defer srv.Close()
+	gated := &http.Client{Transport: httpgate.NewTransport(httpgate.Options{})}
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		gated  bool
+	}{{"gated", gated, true}, {"ungated", srv.Client(), false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			send := func(admit func() error) (noticed int64, err error) {
+				var n atomic.Int64
+				ctx := httpgate.WithAnswerNotice(httpgate.WithAdmission(context.Background(), admit), func() { n.Add(1) })
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader([]byte(`{"text":"hi"}`)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := httpgate.Do(tc.client, tc.gated, req)
+				noticed = n.Load() // read before the body: the notice came first
+				if err != nil {
+					return noticed, err
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				if resp.StatusCode != http.StatusTooManyRequests {
+					t.Fatalf("status %d, want 429", resp.StatusCode)
+				}
+				return noticed, resp.Body.Close()
+			}
+			for range 5 {
+				n, err := send(func() error { return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != 1 {
+					t.Fatalf("the notice ran %d times before Do returned the answer, want once", n)
+				}
+			}
+			n, err := send(func() error { return errors.New("paused") })
+			var ns *httpgate.NotSentError
+			if !errors.As(err, &ns) {
+				t.Fatalf("refused request returned %v, want a NotSentError", err)
+			}
+			if n != 0 {
+				t.Fatalf("the notice ran %d times for a request never written", n)
+			}
+		})
+	}
+}

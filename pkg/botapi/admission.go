@@ -25,6 +25,15 @@ func WithAdmission(ctx context.Context, admit func() error) context.Context {
 	return httpgate.WithAdmission(ctx, admit)
 }
 
+// WithAnswerNotice returns a context that makes the client call notice as
+// soon as the first byte of the answer to a request made with it has been
+// read, in the HTTP transport's reader goroutine, before the answer is
+// parsed. A delivery engine holds its other requests back until it knows
+// whether that answer is a 429 (pkg/delivery, Attempt.Answered).
+func WithAnswerNotice(ctx context.Context, notice func()) context.Context {
+	return httpgate.WithAnswerNotice(ctx, notice)
+}
+
 // NotSentError is returned when a request was not written because its
 // admission check refused it: Telegram has certainly not seen it.
 type NotSentError struct {

@@ -59,6 +59,9 @@ type admission struct {
 	pause       pause
 	// open counts the requests admitted and not yet answered.
 	open int
+	// answers are the requests whose answer has begun to arrive and whose
+	// outcome is not settled yet (answers.go).
+	answers answers
 }
 
 // notConnectedRecheck is how often the dispatcher looks again while NATS is
@@ -137,6 +140,11 @@ type ticket struct {
 	a       *admission
 	done    func(error)
 	settled bool
+	// answer is the ticket's number among answers begun (answers.go),
+	// zero until its answer begins to arrive; closed is set when it is
+	// settled. Both are guarded by a.mu.
+	answer uint64
+	closed bool
 }
 
 // admit decides, as the request is about to be written, whether it may be:
@@ -177,6 +185,7 @@ func (t *ticket) settle(o Outcome) {
 	t.done(err)
 	t.a.mu.Lock()
 	t.a.open--
+	t.a.answers.settledLocked(t)
 	t.a.mu.Unlock()
 }
 

@@ -295,6 +295,11 @@ func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o
 		case refused != nil:
 			return refused
 		}
+		// Answers that began to arrive before this request asked are
+		// settled first: one may be a 429 (answers.go).
+		if waited := w.adm.awaitAnswers(); waited != answersNone && w.m != nil {
+			w.m.answerWaits.WithLabelValues(waited.String()).Inc()
+		}
 		tk, err := w.adm.admit(w.now())
 		if err != nil {
 			refused, _ = err.(*NotAdmittedError)
@@ -302,6 +307,12 @@ func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o
 		}
 		t = tk
 		return nil
+	}
+	a.answered = func() {
+		mu.Lock()
+		tk := t
+		mu.Unlock()
+		tk.answering()
 	}
 	if w.pace != nil {
 		if err := w.pace.wait(ctx); err != nil {

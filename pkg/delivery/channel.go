@@ -73,7 +73,8 @@ type Attempt struct {
 	// Transient, not Canceled.
 	Timeout time.Duration
 
-	admit func() error
+	admit    func() error
+	answered func()
 }
 
 // Admit asks the engine whether the request may leave now. A channel calls
@@ -88,6 +89,20 @@ func (a *Attempt) Admit() error {
 		return nil
 	}
 	return a.admit()
+}
+
+// Answered tells the engine that the first byte of the request's answer
+// has been read. A channel calls it as early as it can, from the HTTP
+// transport's reader (the Bot API client does, on the first response
+// byte): until the channel returns this attempt's outcome, a request of
+// another attempt that asks [Attempt.Admit] waits for it (a few
+// microseconds normally, 50 ms at most), so that none is written between
+// the arrival of a 429 and the pause it announces. Calling it before Admit
+// succeeded, or more than once, does nothing.
+func (a *Attempt) Answered() {
+	if a.answered != nil {
+		a.answered()
+	}
 }
 
 // NewAttempt builds an attempt outside the engine, for testing a channel;

@@ -29,6 +29,7 @@ type metrics struct {
 	pinChecks              prometheus.Counter
 	takeovers              prometheus.Counter
 	pinResets              *prometheus.CounterVec
+	answerWaits            *prometheus.CounterVec
 	requestTimeout         prometheus.Gauge
 	degradedSlow           prometheus.Gauge
 	sheddingBulk           prometheus.Gauge
@@ -98,6 +99,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Takeovers: messages began to arrive after a quiet period or a regained pin, and each recipient waited for what another worker may still hold."}),
 		pinResets: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pin_resets_total",
 			Help: "Pull requests answered \"pin ID mismatch\" (the pin was dropped, by a consumer leader change most often), by how the doubt ended: kept (pinned again, held messages kept), moved (another worker answered as pinned) or timeout; the last two hand back what the worker held."}, []string{"outcome"}),
+		answerWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "answer_waits_total",
+			Help: "Requests that waited, as they were about to be written, for answers that had begun to arrive to be classified (one may be a 429), by how the wait ended: settled, or timeout after 50 ms."}, []string{"outcome"}),
 		sendRate: newRenamedGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "send_rate_requests_per_second",
 			Help: "The channel-wide send rate in force, requests per second: the channel's, or less while the provider answers slowly."}, "send_rate"),
 		requestTimeout: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "request_timeout_seconds",
@@ -145,7 +148,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(16, 2, 5)}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
-		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.pinResets, m.sendRate.Gauge, m.sendRate.old,
+		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.pinResets, m.answerWaits, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
 		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch, m.eventBatch} {
 		if err := reg.Register(c); err != nil {

@@ -19,6 +19,7 @@ import (
 // and every other admitted request with success. It records when each
 // admitted request was written.
 type pacedChannel struct {
+	telegramLike
 	w         *Worker
 	readAfter time.Duration
 
@@ -26,12 +27,16 @@ type pacedChannel struct {
 	written []time.Time
 }
 
-func (c *pacedChannel) Name() string { return "paced" }
-func (c *pacedChannel) Limits() Limits {
+// telegramLike is what the internal tests' channels share: Telegram's
+// rates (30/s, 1/s per recipient), one recipient, credentials that work.
+type telegramLike struct{}
+
+func (telegramLike) Name() string { return "test" }
+func (telegramLike) Limits() Limits {
 	return Limits{Rate: 30, RecipientRate: func(string) rate.Limit { return 1 }}
 }
-func (c *pacedChannel) Recipient(n notify.Notification) (string, error) { return "1", nil }
-func (c *pacedChannel) Probe(context.Context) error                     { return nil }
+func (telegramLike) Recipient(n notify.Notification) (string, error) { return "1", nil }
+func (telegramLike) Probe(context.Context) error                     { return nil }
 
 func (c *pacedChannel) Send(ctx context.Context, a *Attempt) Outcome {
 	if err := a.Admit(); err != nil {

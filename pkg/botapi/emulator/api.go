@@ -361,6 +361,7 @@ func (e *Emulator) send(w http.ResponseWriter, r *http.Request, method string, f
 		if err := http.NewResponseController(w).Flush(); err == nil {
 			e.mu.Lock()
 			at := e.now()
+			e.stats.Answered429++
 			e.limiter.answered(at.UnixNano(), v.until, PauseOpener{
 				ChatID: p.chatID, Arrived: arrival.at, Answered: at, UserAgent: arrival.userAgent,
 			})

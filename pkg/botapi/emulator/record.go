@@ -89,6 +89,10 @@ type Stats struct {
 	// SenderReactionTime before): they crossed the answer, and no sender
 	// could have held them back. Not part of SentInAnyPause.
 	SentCrossing429 int64 `json:"sent_crossing_429"`
+	// Answered429 counts 429s written and flushed to their sender's
+	// connection: from then on (SenderReactionTime later) the sender can
+	// know of the pause. A 429 whose connection was gone is not counted.
+	Answered429 int64 `json:"answered_429"`
 	// Delivered counts delivered messages, including those whose answer
 	// was dropped.
 	Delivered int64 `json:"delivered"`

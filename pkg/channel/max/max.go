@@ -190,7 +190,9 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 	if b := n.Bodies.Max; b != nil {
 		text, format = b.Text, maxapi.Format(b.Format)
 	}
-	ctx = maxapi.WithRequestTimeout(maxapi.WithAdmission(ctx, a.Admit), a.Timeout)
+	ctx = maxapi.WithAdmission(ctx, a.Admit)
+	ctx = maxapi.WithAnswerNotice(ctx, a.Answered)
+	ctx = maxapi.WithRequestTimeout(ctx, a.Timeout)
 	msg, err := c.api.SendMessage(ctx, maxapi.SendMessageParams{
 		UserID:             user,
 		ChatID:             chat,

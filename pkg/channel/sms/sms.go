@@ -200,7 +200,9 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 	if text == "" {
 		return delivery.Outcome{Kind: delivery.Rejected, Reason: twilio.ReasonContent, Description: "nothing is left of the text once its markup is removed"}
 	}
-	msg, err := c.api.Send(twilio.WithRequestTimeout(twilio.WithAdmission(ctx, a.Admit), a.Timeout), n.Phone, text)
+	ctx = twilio.WithAdmission(ctx, a.Admit)
+	ctx = twilio.WithAnswerNotice(ctx, a.Answered)
+	msg, err := c.api.Send(twilio.WithRequestTimeout(ctx, a.Timeout), n.Phone, text)
 	o := Classify(msg, err)
 	size := smstext.Measure(text)
 	c.log.LogAttrs(ctx, slog.LevelDebug, "sms attempt",

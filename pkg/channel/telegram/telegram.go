@@ -153,7 +153,9 @@ func (c *Channel) Send(ctx context.Context, a *delivery.Attempt) delivery.Outcom
 		return delivery.Outcome{Kind: delivery.Rejected, Reason: "bad_recipient", Description: fmt.Sprintf("recipient %q is not a chat id", a.Recipient)}
 	}
 	n := a.Notification
-	ctx = botapi.WithRequestTimeout(botapi.WithAdmission(ctx, a.Admit), a.Timeout)
+	ctx = botapi.WithAdmission(ctx, a.Admit)
+	ctx = botapi.WithAnswerNotice(ctx, a.Answered)
+	ctx = botapi.WithRequestTimeout(ctx, a.Timeout)
 	if n.Photo != "" {
 		msg, err := c.api.SendPhoto(ctx, botapi.SendPhotoParams{
 			ChatID:              chat,
