@@ -145,6 +145,9 @@ type ticket struct {
 	// settled. Both are guarded by a.mu.
 	answer uint64
 	closed bool
+	// openAtAnswer is how many other requests were admitted and not
+	// settled when the answer began to arrive.
+	openAtAnswer int
 }
 
 // admit decides, as the request is about to be written, whether it may be:
@@ -189,17 +192,23 @@ func (t *ticket) settle(o Outcome) {
 	t.a.mu.Unlock()
 }
 
-// pauseFor starts a pause (or extends the current one) and returns how many
-// other requests were admitted before it and are not answered yet: they may
-// reach the provider inside the pause. The caller's own request is one of
-// the open ones and is not counted.
-func (a *admission) pauseFor(p pause) (crossing int) {
+// pauseFor starts a pause (or extends the current one) announced by the
+// answer to t's request, and returns how many other requests may reach the
+// provider inside it: those admitted before the answer was read and not
+// settled then. The answer was read when its first byte came (answers.go)
+// when t had that reported; otherwise now. t's own request is not counted;
+// t may be nil.
+func (a *admission) pauseFor(p pause, t *ticket) (crossing int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p.Until.After(a.pause.Until) {
 		a.pause = p
 	}
-	return max(a.open-1, 0)
+	crossing = max(a.open-1, 0)
+	if t != nil && t.answer != 0 {
+		crossing = max(crossing, t.openAtAnswer)
+	}
+	return crossing
 }
 
 // sharedPause applies a pause another worker wrote to the shared state.

@@ -48,7 +48,7 @@ func TestAdmissionNothingStartsAfterA429WasRead(t *testing.T) {
 				t.Errorf("round %d: the 429's own request was not admitted: %v", round, err)
 				return
 			}
-			crossing = a.pauseFor(pause{Until: now.Add(time.Hour), Reason: "429"})
+			crossing = a.pauseFor(pause{Until: now.Add(time.Hour), Reason: "429"}, tk)
 			paused.Store(true)
 			tk.settle(Outcome{Kind: RetryAfter})
 		})
@@ -80,7 +80,7 @@ func TestAdmissionCountsCrossingRequests(t *testing.T) {
 		tickets = append(tickets, tk)
 	}
 	tickets[3].settle(Outcome{Kind: Delivered}) // answered before the 429
-	if got := a.pauseFor(pause{Until: now.Add(time.Second)}); got != 2 {
+	if got := a.pauseFor(pause{Until: now.Add(time.Second)}, tickets[0]); got != 2 {
 		t.Fatalf("crossing = %d, want 2 (four admitted, one answered, one is the 429 itself)", got)
 	}
 	if ok, until, why := a.gate(now, 0); ok || !until.Equal(now.Add(time.Second)) || why != "paused" {
@@ -89,8 +89,19 @@ func TestAdmissionCountsCrossingRequests(t *testing.T) {
 	if ok, _, _ := a.gate(now.Add(time.Second), 0); !ok {
 		t.Fatal("gate refused after the pause ended")
 	}
-	if _, err := a.admit(now.Add(time.Second)); err != nil {
+	later, err := a.admit(now.Add(time.Second))
+	if err != nil {
 		t.Fatalf("admit after the pause ended: %v", err)
+	}
+
+	// With the answer's first byte reported, the count is taken then: a
+	// request answered and settled between the first byte and the pause
+	// may still have reached the provider after the 429 was decided.
+	later.answering()
+	tickets[1].settle(Outcome{Kind: Delivered})
+	tickets[2].settle(Outcome{Kind: Delivered})
+	if got := a.pauseFor(pause{Until: now.Add(3 * time.Second)}, later); got != 3 {
+		t.Fatalf("crossing = %d, want 3 (the three others open when the answer began)", got)
 	}
 }
 

@@ -50,6 +50,7 @@ func (t *ticket) answering() {
 	s := &a.answers
 	s.last++
 	t.answer = s.last
+	t.openAtAnswer = max(a.open-1, 0)
 	if s.pending == nil {
 		s.pending = make(map[uint64]struct{})
 	}

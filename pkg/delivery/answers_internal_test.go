@@ -40,7 +40,7 @@ func (c *answeringChannel) Send(ctx context.Context, a *Attempt) Outcome {
 	a.Answered()
 	close(c.answered)
 	time.Sleep(c.parseAfter)
-	c.w.adm.pauseFor(pause{Until: time.Now().Add(time.Second), Reason: "429"})
+	c.w.adm.pauseFor(pause{Until: time.Now().Add(time.Second), Reason: "429"}, nil)
 	return Outcome{Kind: RetryAfter, Delay: time.Second}
 }
 

@@ -48,7 +48,7 @@ func (c *pacedChannel) Send(ctx context.Context, a *Attempt) Outcome {
 	c.mu.Unlock()
 	if first {
 		time.Sleep(c.readAfter)
-		c.w.adm.pauseFor(pause{Until: time.Now().Add(time.Second), Reason: "429"})
+		c.w.adm.pauseFor(pause{Until: time.Now().Add(time.Second), Reason: "429"}, nil)
 		return Outcome{Kind: RetryAfter, Delay: time.Second}
 	}
 	return Outcome{Kind: Delivered}
