@@ -343,8 +343,11 @@ func TestSentInAnyPauseJudgedOnArrival(t *testing.T) {
 			t.Errorf("opener %+v: answered before it arrived, or without its User-Agent", o)
 		}
 	}
+	// The first two 429s are written by concurrent handlers after the
+	// same latency: either may be recorded first.
+	slices.Sort(chats)
 	if !slices.Equal(chats, []int64{1, 2, 3}) {
-		t.Errorf("openers' chats = %v, want [1 2 3]", chats)
+		t.Errorf("openers' chats = %v, want 1, 2 and 3", chats)
 	}
 }
 
