@@ -509,6 +509,55 @@ func TestRecorderClaimBatchRefusedOverACancel(t *testing.T) {
 	}
 }
 
+// A lookup answered by a lagging replica (direct gets may be served by any
+// replica of notify_delivered) can miss what another worker wrote: here the
+// lookups said "no entry" and "the claim of an attempt still sending" while
+// the bucket already held delivery records. The claims carry what the
+// lookups read as the expected last revision, and only the stream's leader
+// stores them, so the server refuses them; made again on their own they find
+// the records, and no attempt gets a claim to send with. A stale read costs
+// a round trip, never a second send.
+func TestAStaleLookupCannotClaim(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	var batches []int
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r.start(ctx)
+	keys := make([]string, 2*minAtomicBatch)
+	stale := map[string]uint64{}
+	for i := range keys {
+		keys[i] = fmt.Sprint("s", i)
+		if i%2 == 1 {
+			// Another worker claimed it; the stale lookup read that claim.
+			c, err := s.claim(ctx, keys[i], "100", uint64(i+1))
+			if err != nil || c.rev == 0 {
+				t.Fatalf("claim of %s = %+v, %v", keys[i], c, err)
+			}
+			stale[keys[i]] = c.rev
+		} // else: the stale lookup found no entry (0).
+		putRecord(t, s, DeliveryRecord{Key: keys[i], Channel: "max", Recipient: "u1", DeliveredAt: time.Now().UTC(), StreamSeq: uint64(i + 1)})
+	}
+	claims := claimAll(t, r, keys, stale)
+	if len(batches) != 1 {
+		t.Fatalf("atomic batches of %v, want the one refused", batches)
+	}
+	found, err := s.readRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		c, e := claims[i], found[k]
+		switch {
+		case c.rev != 0:
+			t.Errorf("%s: claimed at revision %d over a stale lookup (%d); want it refused", k, c.rev, stale[k])
+		case c.found == nil || c.found.state() != StateDelivered || c.found.rec.Channel != "max":
+			t.Errorf("%s: the claim found %+v; want the other worker's delivery record", k, c.found)
+		case e == nil || e.state() != StateDelivered || e.rec.Channel != "max":
+			t.Errorf("%s: the bucket holds %+v; want the delivery record kept", k, e)
+		}
+	}
+}
+
 // runQueued waits until n writes are queued on r, runs r until the
 // attempts that queued them (wg) are done, and stops it.
 func runQueued(t *testing.T, r *recorder, n int, wg *sync.WaitGroup) {
