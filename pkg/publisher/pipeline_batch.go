@@ -185,9 +185,9 @@ func (r *round) sendRows(b *fastBatch, rows []outbox.Row, commit bool) (int, err
 
 // waitRoom waits until batch b may take one more message: until the flow
 // acks leave fewer than fastOutstanding intervals unacknowledged. While it
-// waits it pings the batch every third of AckTimeout (a flow ack may have
-// been lost), and it gives up after AckTimeout without an ack, when the
-// batch ends, or when the round stops.
+// waits it pings the batch on a pingSchedule (a flow ack may have been
+// lost, or the leader that had the batch), and it gives up after
+// AckTimeout without an ack, when the batch ends, or when the round stops.
 func (r *round) waitRoom(b *fastBatch) error {
 	if !b.full() {
 		return nil
@@ -195,7 +195,8 @@ func (r *round) waitRoom(b *fastBatch) error {
 	timeout := r.p.opts.AckTimeout
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	ping := time.NewTicker(timeout / 3)
+	pings := newPingSchedule(timeout)
+	ping := time.NewTimer(pings.after())
 	defer ping.Stop()
 	acked, _, _, _ := b.state()
 	for b.full() {
@@ -204,11 +205,14 @@ func (r *round) waitRoom(b *fastBatch) error {
 			if now, _, _, _ := b.state(); now > acked {
 				acked = now
 				deadline.Reset(timeout)
+				pings.restart()
+				ping.Reset(pings.after())
 			}
 		case <-b.done:
 			return nil // the ack stage reports how it ended
 		case <-ping.C:
 			r.ping(b)
+			ping.Reset(pings.after())
 		case <-deadline.C:
 			return fmt.Errorf("batch %s: no flow ack within %v (%d messages sent, %d acknowledged)", b.id, timeout, b.lastSent(), acked)
 		case <-r.stop:
@@ -330,11 +334,12 @@ func (r *round) forward(rows []outbox.Row, out chan<- []outbox.Row) {
 // awaitAck waits until batch b has acknowledged message seq, and returns
 // the acknowledged prefix. It returns an error with the prefix when the
 // batch ended before seq was stored, when the stream owes a reply and
-// neither a flow ack nor the end arrives within AckTimeout (it pings every
-// third of it), when the connection is lost, or when the shutdown bound
-// passes.
+// neither a flow ack nor the end arrives within AckTimeout (it pings on a
+// pingSchedule meanwhile), when the connection is lost, or when the
+// shutdown bound passes.
 func (r *round) awaitAck(b *fastBatch, seq uint64) (uint64, error) {
 	timeout := r.p.opts.AckTimeout
+	pings := newPingSchedule(timeout)
 	var deadline, ping *time.Timer
 	defer func() {
 		if deadline != nil {
@@ -354,14 +359,16 @@ func (r *round) awaitAck(b *fastBatch, seq uint64) (uint64, error) {
 			return count, endedEarly(b, count, err)
 		}
 		if deadline == nil {
-			deadline, ping = time.NewTimer(timeout), time.NewTimer(timeout/3)
+			deadline, ping = time.NewTimer(timeout), time.NewTimer(pings.after())
 			last = acked
 		}
 		if acked > last || !b.owed() {
 			// Progress, or nothing due yet (the rest of the batch is still
-			// being read): the deadline starts again.
+			// being read): the deadline and the pings start again.
 			last = acked
 			deadline.Reset(timeout)
+			pings.restart()
+			ping.Reset(pings.after())
 		}
 		select {
 		case <-b.progress:
@@ -369,7 +376,7 @@ func (r *round) awaitAck(b *fastBatch, seq uint64) (uint64, error) {
 			if b.owed() {
 				r.ping(b)
 			}
-			ping.Reset(timeout / 3)
+			ping.Reset(pings.after())
 		case <-deadline.C:
 			if b.owed() {
 				return acked, fmt.Errorf("batch %s: message %d not acknowledged within %v", b.id, seq, timeout)
@@ -384,18 +391,30 @@ func (r *round) awaitAck(b *fastBatch, seq uint64) (uint64, error) {
 }
 
 // awaitEnd waits for the final PubAck of batch b after its EOB and checks
-// that the stream stored every message sent.
+// that the stream stored every message sent. It pings the batch on a
+// pingSchedule meanwhile: a final PubAck lost with the leader would
+// otherwise hold the next batch back for AckTimeout.
 func (r *round) awaitEnd(b *fastBatch) error {
 	timer := time.NewTimer(r.p.opts.AckTimeout)
 	defer timer.Stop()
-	select {
-	case <-b.done:
-	case <-timer.C:
-		return fmt.Errorf("batch %s: no final PubAck within %v", b.id, r.p.opts.AckTimeout)
-	case <-r.lost:
-		return errConnectionLost
-	case <-r.finishCtx.Done():
-		return errShutdownTimeout
+	pings := newPingSchedule(r.p.opts.AckTimeout)
+	ping := time.NewTimer(pings.after())
+	defer ping.Stop()
+wait:
+	for {
+		select {
+		case <-b.done:
+			break wait
+		case <-ping.C:
+			r.ping(b)
+			ping.Reset(pings.after())
+		case <-timer.C:
+			return fmt.Errorf("batch %s: no final PubAck within %v", b.id, r.p.opts.AckTimeout)
+		case <-r.lost:
+			return errConnectionLost
+		case <-r.finishCtx.Done():
+			return errShutdownTimeout
+		}
 	}
 	_, _, count, err := b.state()
 	if err != nil || count < b.lastSent() {
