@@ -225,6 +225,26 @@ func (p *Publisher) Run(ctx context.Context) error {
 	return p.drain(ctx)
 }
 
+// Bounds of one Prepare in the drain loop. It runs again after NOTIFY
+// answered "no responders" (the stream may have been deleted), which in a
+// cluster mostly means that NOTIFY is electing a leader. Its JetStream API
+// requests go unanswered until then, and one made just before the new
+// leader came was left waiting for its full timeout (nats.go's default,
+// 5 s): the publisher then stored nothing for seconds after the election
+// (BENCHMARKS.md, row 7b). A short attempt retried soon starts publishing
+// right after the election; one that ran out of time gets twice as long the
+// next time, so a slow server still answers.
+const (
+	firstPrepareTimeout = time.Second
+	maxPrepareTimeout   = 16 * time.Second
+)
+
+// noStreamBeforePrepare is how many rounds in a row must end with "no
+// responders" from NOTIFY before the publisher runs Prepare again (to
+// create a deleted stream). Fewer are an election: the rounds retry with
+// the backoff, about 0.7 s for three.
+const noStreamBeforePrepare = 3
+
 // drain runs pipeline rounds until ctx ends or an unrecoverable error.
 func (p *Publisher) drain(ctx context.Context) error {
 	bo := &backoff.ExponentialBackOff{
@@ -235,11 +255,13 @@ func (p *Publisher) drain(ctx context.Context) error {
 	}
 	bo.Reset()
 	var (
-		cursor      int64
-		watcher     *outbox.CommitWatcher
-		provisioned bool
-		failures    int
-		failedSince time.Time
+		cursor         int64
+		watcher        *outbox.CommitWatcher
+		prepareTimeout = firstPrepareTimeout
+		noStream       int // rounds in a row NOTIFY answered "no responders"
+		provisioned    bool
+		failures       int
+		failedSince    time.Time
 	)
 	defer func() {
 		if watcher != nil {
@@ -280,7 +302,16 @@ func (p *Publisher) drain(ctx context.Context) error {
 			continue
 		}
 		if !provisioned {
-			if err := p.opts.Prepare(ctx); err != nil {
+			pctx, cancel := context.WithTimeout(ctx, prepareTimeout)
+			err := p.opts.Prepare(pctx)
+			timedOut := pctx.Err() != nil && ctx.Err() == nil
+			cancel()
+			if timedOut {
+				prepareTimeout = min(2*prepareTimeout, maxPrepareTimeout)
+			} else if err == nil {
+				prepareTimeout = firstPrepareTimeout
+			}
+			if err != nil {
 				var conflict *jetstream.ConflictError
 				if errors.As(err, &conflict) {
 					p.log.Error("cannot use the streams", "err", err)
@@ -311,6 +342,7 @@ func (p *Publisher) drain(ctx context.Context) error {
 			return res.fatal
 		}
 		if res.marked > 0 {
+			noStream = 0
 			recovered()
 			if batched && p.batchRefused.Swap(0) != 0 {
 				p.log.Info("NOTIFY accepts fast-ingest batches again; publishing in batches", "stream", p.opts.Names.Stream)
@@ -334,7 +366,17 @@ func (p *Publisher) drain(ctx context.Context) error {
 			watcher = nil
 		}
 		if errors.Is(res.err, natsjs.ErrNoStreamResponse) {
-			provisioned = false // the stream may have been deleted
+			// NOTIFY has no leader: it is electing one (seconds at most
+			// in a cluster; publishing again finds the new leader at
+			// once) or it was deleted. Only a silence that lasts is
+			// taken for a deletion: Prepare's requests wait for an
+			// election, and its answer came seconds after it.
+			noStream++
+			if noStream >= noStreamBeforePrepare {
+				provisioned = false
+			}
+		} else {
+			noStream = 0
 		}
 		fail("publishing stopped", res.err)
 	}
