@@ -78,10 +78,12 @@ type fastBatch struct {
 	// sent is the batch sequence of the last message handed to the
 	// connection; subject is the first message's, where pings and the EOB
 	// go; eob is set once the batch was ended (an EOB, or a last message
-	// with the commit operation). The publish stage writes them.
+	// with the commit operation), eobMsg when that was an EOB message of
+	// its own. The publish stage writes them.
 	sent    uint64
 	subject string
 	eob     bool
+	eobMsg  bool
 	// replied is set by the first reply. acked is the highest flow-acked
 	// batch sequence: messages 1..acked are stored. serverFlow is the
 	// interval the server acks at.
@@ -165,11 +167,20 @@ func (b *fastBatch) markSent(seq uint64, subject string) {
 	b.mu.Unlock()
 }
 
-// markEOB records that the batch was ended.
-func (b *fastBatch) markEOB() {
+// markEOB records that the batch was ended, by an EOB message of its own
+// when msg is set, otherwise by its last message.
+func (b *fastBatch) markEOB(msg bool) {
 	b.mu.Lock()
-	b.eob = true
+	b.eob, b.eobMsg = true, msg
 	b.mu.Unlock()
+}
+
+// endedByEOB reports whether the batch was ended by an EOB message of its
+// own.
+func (b *fastBatch) endedByEOB() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.eobMsg
 }
 
 // owed reports whether the stream owes the batch a reply: it has ended

@@ -58,13 +58,11 @@ func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
 		if r.lostConnection() {
 			return // nothing can be sent; the ack stage settles the batch
 		}
-		m := nats.NewMsg(b.firstSubject())
-		m.Reply = b.reply(b.lastSent()+1, fastOpEOB)
-		if err := p.nc.PublishMsg(m); err != nil {
+		if err := p.nc.PublishMsg(eobMsg(b)); err != nil {
 			r.fail(fmt.Errorf("ending batch %s: %w", b.id, err))
 			return
 		}
-		b.markEOB()
+		b.markEOB(true)
 		out <- segment{fb: b, eob: true}
 	}
 	defer end()
@@ -174,7 +172,7 @@ func (r *round) sendRows(b *fastBatch, rows []outbox.Row, commit bool) (int, err
 		}
 		b.markSent(seq, subject)
 		if op == fastOpCommit {
-			b.markEOB()
+			b.markEOB(false)
 		}
 		// The client copied the body into its write buffer: release the
 		// payload now rather than when the row is marked.
@@ -238,6 +236,14 @@ func (r *round) waitEnded(b *fastBatch) error {
 	case <-r.stop:
 		return nil
 	}
+}
+
+// eobMsg is the EOB message of batch b: it ends the batch after its last
+// message sent.
+func eobMsg(b *fastBatch) *nats.Msg {
+	m := nats.NewMsg(b.firstSubject())
+	m.Reply = b.reply(b.lastSent()+1, fastOpEOB)
+	return m
 }
 
 // ping asks the stream to send batch b's latest flow ack again. Its batch
@@ -391,9 +397,17 @@ func (r *round) awaitAck(b *fastBatch, seq uint64) (uint64, error) {
 }
 
 // awaitEnd waits for the final PubAck of batch b after its EOB and checks
-// that the stream stored every message sent. It pings the batch on a
-// pingSchedule meanwhile: a final PubAck lost with the leader would
-// otherwise hold the next batch back for AckTimeout.
+// that the stream stored every message sent. On a pingSchedule meanwhile it
+// sends a batch ended by an EOB message of its own that EOB again, and
+// pings one ended by its last message: the end or its final PubAck lost
+// with a leader that stepped down would otherwise hold the next batch back
+// for AckTimeout. The new leader knows the batch's stored messages from
+// the replicas, so a ping only made it send a flow ack again, and the
+// batch stayed open there until an EOB came (found by BENCHMARKS row 7c:
+// "no final PubAck within 10s" after a step-down). A repeated EOB commits
+// it; the leader that is committing it already ignores one; a leader that
+// does not know it answers "unknown batch id", and the next round
+// publishes again from the first row not acknowledged.
 func (r *round) awaitEnd(b *fastBatch) error {
 	timer := time.NewTimer(r.p.opts.AckTimeout)
 	defer timer.Stop()
@@ -406,7 +420,11 @@ wait:
 		case <-b.done:
 			break wait
 		case <-ping.C:
-			r.ping(b)
+			if b.endedByEOB() && !r.lostConnection() {
+				_ = r.p.nc.PublishMsg(eobMsg(b)) // best effort: the deadline decides
+			} else {
+				r.ping(b)
+			}
 			ping.Reset(pings.after())
 		case <-timer.C:
 			return fmt.Errorf("batch %s: no final PubAck within %v", b.id, r.p.opts.AckTimeout)
