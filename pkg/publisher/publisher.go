@@ -241,9 +241,16 @@ const (
 
 // noStreamBeforePrepare is how many rounds in a row must end with "no
 // responders" from NOTIFY before the publisher runs Prepare again (to
-// create a deleted stream). Fewer are an election: the rounds retry with
-// the backoff, about 0.7 s for three.
-const noStreamBeforePrepare = 3
+// create a deleted stream), and again after as many more. Fewer are an
+// election: such a round is retried after at most noStreamRetry, since
+// "no responders" costs the servers nothing and the new leader should get
+// the rows at once, not after a backoff grown through the election. A
+// Prepare that times out in such a streak does not hold publishing back
+// either.
+const (
+	noStreamBeforePrepare = 3
+	noStreamRetry         = 250 * time.Millisecond
+)
 
 // drain runs pipeline rounds until ctx ends or an unrecoverable error.
 func (p *Publisher) drain(ctx context.Context) error {
@@ -269,8 +276,9 @@ func (p *Publisher) drain(ctx context.Context) error {
 		}
 	}()
 	// fail logs the first failure of a streak at WARN and the following
-	// ones at DEBUG, then waits out the backoff.
-	fail := func(what string, err error) {
+	// ones at DEBUG, then waits out the backoff, at most most (0: no
+	// bound).
+	failFor := func(what string, err error, most time.Duration) {
 		// A publish the user may not make only times out: say which
 		// subject the server refused.
 		err = jetstream.Denied(p.nc, err)
@@ -281,13 +289,18 @@ func (p *Publisher) drain(ctx context.Context) error {
 			p.log.Debug(what+"; retrying with backoff", "err", err, "failures", failures+1)
 		}
 		failures++
-		t := time.NewTimer(bo.NextBackOff())
+		wait := bo.NextBackOff()
+		if most > 0 {
+			wait = min(wait, most)
+		}
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
 		case <-t.C:
 		}
 	}
+	fail := func(what string, err error) { failFor(what, err, 0) }
 	recovered := func() {
 		if failures > 0 {
 			p.log.Info("publishing recovered", "failures", failures, "after", time.Since(failedSince).Round(time.Millisecond))
@@ -316,6 +329,14 @@ func (p *Publisher) drain(ctx context.Context) error {
 				if errors.As(err, &conflict) {
 					p.log.Error("cannot use the streams", "err", err)
 					return err
+				}
+				if timedOut && noStream > 0 {
+					// Unanswered after "no responders": NOTIFY is
+					// electing a leader, and publishing finds the new
+					// one sooner than another Prepare would.
+					provisioned = true
+					failFor("preparing the streams", err, noStreamRetry)
+					continue
 				}
 				fail("preparing the streams", err)
 				continue
@@ -372,12 +393,13 @@ func (p *Publisher) drain(ctx context.Context) error {
 			// taken for a deletion: Prepare's requests wait for an
 			// election, and its answer came seconds after it.
 			noStream++
-			if noStream >= noStreamBeforePrepare {
+			if noStream%noStreamBeforePrepare == 0 {
 				provisioned = false
 			}
-		} else {
-			noStream = 0
+			failFor("publishing stopped", res.err, noStreamRetry)
+			continue
 		}
+		noStream = 0
 		fail("publishing stopped", res.err)
 	}
 	return nil
