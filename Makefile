@@ -86,7 +86,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 3m) with one worker; new fai
 	$(GO) test -run='^$$' -fuzz='^FuzzParseResponse$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/botapi
 
 .PHONY: bench
-bench: build ## Run the benchmark suite (~15 min on 2 cores); writes BENCHMARKS.md and docs/bench/ (BENCH_FLAGS="-only 2,5").
+bench: build ## Run the benchmark suite (about 35 min on 2 cores); writes BENCHMARKS.md and docs/bench/ (BENCH_FLAGS="-only 2,5").
 	$(BIN)/bench -out BENCHMARKS.md -plots docs/bench -results docs/bench/results.json \
 		-command 'make bench$(if $(BENCH_FLAGS), BENCH_FLAGS="$(BENCH_FLAGS)")' $(BENCH_FLAGS)
 
