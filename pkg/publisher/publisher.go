@@ -275,9 +275,9 @@ func (p *Publisher) drain(ctx context.Context) error {
 			watcher.Close()
 		}
 	}()
-	// fail logs the first failure of a streak at WARN and the following
-	// ones at DEBUG, then waits out the backoff, at most most (0: no
-	// bound).
+	// failFor logs the first failure of a streak at WARN and the
+	// following ones at DEBUG, then waits out the backoff, but never
+	// longer than most when most is positive. fail waits it out whole.
 	failFor := func(what string, err error, most time.Duration) {
 		// A publish the user may not make only times out: say which
 		// subject the server refused.
