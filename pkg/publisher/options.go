@@ -15,7 +15,7 @@ import (
 
 // Defaults of [Options].
 const (
-	DefaultBatchSize          = 256
+	DefaultBatchSize          = 1024
 	DefaultMaxInFlight        = 8192
 	DefaultPollInterval       = time.Millisecond
 	DefaultFallbackInterval   = time.Second
@@ -53,7 +53,7 @@ type Options struct {
 	// notify.<channel>.<recipient>.
 	Names jetstream.Names
 
-	// BatchSize is the most rows read in one query. Default 256.
+	// BatchSize is the most rows read in one query. Default 1024.
 	BatchSize int
 	// MaxInFlight bounds rows published and not yet acknowledged (rounded
 	// to whole batches). Default 8192.
