@@ -474,9 +474,6 @@ func TestRecorderWritesClaimsInOneBatch(t *testing.T) {
 func TestRecorderClaimBatchRefusedOverACancel(t *testing.T) {
 	js, s, _ := cancelEnv(t)
 	ctx := context.Background()
-	var batches []int
-	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
-	r.start(ctx)
 	keys := make([]string, minAtomicBatch)
 	for i := range keys {
 		keys[i] = fmt.Sprint("x", i)
@@ -488,14 +485,7 @@ func TestRecorderClaimBatchRefusedOverACancel(t *testing.T) {
 	if res, err := Cancel(ctx, js, jetstream.DefaultNames(), "x3", "test", time.Now()); err != nil || res.Outcome != Cancelled {
 		t.Fatalf("Cancel = %+v, %v", res, err)
 	}
-	claims := claimAll(t, r, keys, last)
-	if len(batches) != 1 {
-		t.Fatalf("atomic batches of %v, want the one refused", batches)
-	}
-	found, err := s.readRecords(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	claims, found := claimInRefusedBatch(t, s, keys, last)
 	for i, k := range keys {
 		c, e := claims[i], found[k]
 		switch {
@@ -520,9 +510,6 @@ func TestRecorderClaimBatchRefusedOverACancel(t *testing.T) {
 func TestAStaleLookupCannotClaim(t *testing.T) {
 	s := recordStore(t)
 	ctx := context.Background()
-	var batches []int
-	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
-	r.start(ctx)
 	keys := make([]string, 2*minAtomicBatch)
 	stale := map[string]uint64{}
 	for i := range keys {
@@ -537,14 +524,7 @@ func TestAStaleLookupCannotClaim(t *testing.T) {
 		} // else: the stale lookup found no entry (0).
 		putRecord(t, s, DeliveryRecord{Key: keys[i], Channel: "max", Recipient: "u1", DeliveredAt: time.Now().UTC(), StreamSeq: uint64(i + 1)})
 	}
-	claims := claimAll(t, r, keys, stale)
-	if len(batches) != 1 {
-		t.Fatalf("atomic batches of %v, want the one refused", batches)
-	}
-	found, err := s.readRecords(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	claims, found := claimInRefusedBatch(t, s, keys, stale)
 	for i, k := range keys {
 		c, e := claims[i], found[k]
 		switch {
@@ -556,6 +536,26 @@ func TestAStaleLookupCannotClaim(t *testing.T) {
 			t.Errorf("%s: the bucket holds %+v; want the delivery record kept", k, e)
 		}
 	}
+}
+
+// claimInRefusedBatch makes the claims of keys over the revisions last,
+// together, with a recorder of its own, checks that they went as one atomic
+// batch (which the server refused), and returns the claims and what the
+// bucket holds afterwards.
+func claimInRefusedBatch(t *testing.T, s *store, keys []string, last map[string]uint64) ([]claimResult, map[string]*entry) {
+	t.Helper()
+	var batches []int
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r.start(context.Background())
+	claims := claimAll(t, r, keys, last)
+	if len(batches) != 1 {
+		t.Fatalf("atomic batches of %v, want the one refused", batches)
+	}
+	found, err := s.readRecords(context.Background(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return claims, found
 }
 
 // runQueued waits until n writes are queued on r, runs r until the
