@@ -269,10 +269,7 @@ func (w *Worker) waitForHolder(j *job, claim *entry, now time.Time) result {
 // what the other had delivered a second earlier. A first delivery never
 // waits: no other worker has had it.
 func (w *Worker) settleRedelivery(j *job, now time.Time) time.Duration {
-	if !now.Before(w.freshUntil) || j.msg == nil {
-		return 0
-	}
-	if meta, err := j.msg.Metadata(); err != nil || meta.NumDelivered <= 1 {
+	if !now.Before(w.freshUntil) || j.delivered <= 1 {
 		return 0
 	}
 	return w.freshUntil.Sub(now)
@@ -418,7 +415,7 @@ func (w *Worker) due(now time.Time) func(*job) bool {
 // attemptsSoFar reads the persisted attempt record; a first delivery has
 // none.
 func (w *Worker) attemptsSoFar(ctx context.Context, j *job) attempts {
-	if meta, err := j.msg.Metadata(); err == nil && meta.NumDelivered <= 1 {
+	if j.delivered <= 1 {
 		return attempts{}
 	}
 	a, err := w.store.attemptsOf(ctx, j.n.Key)
@@ -539,7 +536,7 @@ func (w *Worker) delivered(ctx context.Context, j *job, o Outcome, target string
 			w.log.Info("delivery record written after JetStream came back", "key", j.n.Key)
 		}
 	}
-	if meta, err := j.msg.Metadata(); err == nil && meta.NumDelivered > 1 {
+	if j.delivered > 1 {
 		if err := w.store.clearAttempts(ctx, j.n.Key); err != nil {
 			w.log.Warn("cannot clear the attempt count", "key", j.n.Key, "err", err)
 		}
@@ -557,11 +554,11 @@ const recordTimeout = 5 * time.Second
 // that a redelivery is recognised (the delivery record is stored), so a lost
 // ack costs a redelivery acked without a request, not a second send.
 func (w *Worker) ack(j *job) {
-	if err := j.msg.Ack(); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
+	if err := j.reply.Ack(); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
 		w.m.recordErrors.Inc()
 		w.log.Warn("ack not sent; a redelivery will be recognised and acked", "key", j.n.Key, "seq", j.seq, "err", err)
 	}
 	for _, d := range j.dups {
-		_ = d.msg.Ack()
+		_ = d.reply.Ack()
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
@@ -15,9 +14,9 @@ import (
 	"github.com/tgnotify/tgnotify/pkg/notify"
 )
 
-// ackedMsg is a delivered message that records its ack.
+// ackedMsg is a delivery that records its ack.
 type ackedMsg struct {
-	natsjs.Msg
+	replier
 	acked atomic.Bool
 }
 
@@ -43,7 +42,7 @@ func TestRedeliveryOfADeliveryOfThisProcessWaitsForItsEvent(t *testing.T) {
 	w := &Worker{store: s, events: e, m: m, log: slog.New(slog.DiscardHandler), now: time.Now}
 	const key = "order:5:accepted"
 	msg := &ackedMsg{}
-	j := &job{msg: msg, seq: 9, n: notify.Notification{Key: key, ChatID: 100}, lane: "100"}
+	j := &job{reply: msg, delivered: 2, seq: 9, n: notify.Notification{Key: key, ChatID: 100}, lane: "100"}
 
 	// Delivered here, its record still being written: the redelivery
 	// waits, unsent and unacked.
@@ -73,3 +72,4 @@ func TestRedeliveryOfADeliveryOfThisProcessWaitsForItsEvent(t *testing.T) {
 		t.Errorf("%d delivered events stored, want 1", n)
 	}
 }
+

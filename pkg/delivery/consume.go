@@ -143,14 +143,18 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 	now := w.now()
 	w.pinnedAs(m.Headers().Get(pinIDHeader))
-	j := &job{msg: m, subject: m.Subject(), received: now, progress: now, pinEpoch: w.pinEpoch.Load()}
-	if err := w.decode(j); err != nil {
+	j := &job{
+		reply: newReplySubject(w.js.Conn(), m.Reply()), subject: m.Subject(),
+		data: m.Data(), header: packHeader(m.Headers(), pinIDHeader),
+		received: now, progress: now, pinEpoch: w.pinEpoch.Load(),
+	}
+	if err := w.decode(j, m); err != nil {
 		w.log.Warn("poison message", "subject", j.subject, "seq", j.seq, "err", err)
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := w.store.deadLetter(dctx, j, letter{reason: ReasonPoison, description: err.Error()}); err != nil {
 			w.log.Error("cannot dead-letter a poison message; it will come back", "seq", j.seq, "err", err)
-			_ = m.NakWithDelay(5 * time.Second)
+			_ = j.reply.NakWithDelay(5 * time.Second)
 			return
 		}
 		w.countDead(ReasonPoison)
@@ -176,7 +180,7 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 		case w.incoming <- j:
 		default:
 			if w.js.Conn().IsConnected() {
-				_ = m.Nak()
+				_ = j.reply.Nak()
 			}
 		}
 	}
@@ -212,14 +216,15 @@ func (w *Worker) parse(subject string, h nats.Header, data []byte) (notify.Notif
 	return n, recipient, nil
 }
 
-// decode fills the job from the message and reports why it is poison.
-func (w *Worker) decode(j *job) error {
-	meta, err := j.msg.Metadata()
+// decode fills the job from its message m and reports why it is poison.
+func (w *Worker) decode(j *job, m natsjs.Msg) error {
+	meta, err := m.Metadata()
 	if err != nil {
 		return fmt.Errorf("%w: no JetStream metadata: %v", errPoison, err)
 	}
 	j.seq = meta.Sequence.Stream
-	n, recipient, err := w.parse(j.subject, j.msg.Headers(), j.msg.Data())
+	j.delivered = meta.NumDelivered
+	n, recipient, err := w.parse(j.subject, m.Headers(), j.data)
 	j.lane = recipient
 	if err != nil {
 		return err
@@ -227,7 +232,7 @@ func (w *Worker) decode(j *job) error {
 	j.n = n
 	j.transactional = n.Priority != notify.PriorityBulk
 	j.since = n.CreatedAt
-	if v := j.msg.Headers().Get(jetstream.HeaderChannelSince); v != "" {
+	if v := m.Headers().Get(jetstream.HeaderChannelSince); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			return fmt.Errorf("%w: %s %q is not RFC 3339", errPoison, jetstream.HeaderChannelSince, v)
@@ -255,7 +260,7 @@ const maxScheduleDelay = time.Hour
 // back; a restart of the worker does not change when.
 func (w *Worker) schedule(j *job, now time.Time) {
 	d := min(j.n.NotBefore.Sub(now), maxScheduleDelay)
-	if err := j.msg.NakWithDelay(d); err != nil {
+	if err := j.reply.NakWithDelay(d); err != nil {
 		// It comes back after the ack wait and is handed back again.
 		w.log.Warn("cannot hand a scheduled message back; it comes back after the ack wait", "key", j.n.Key, "seq", j.seq, "err", err)
 		return

@@ -29,8 +29,9 @@
 //   - admission.go: whether a request may start now (halt, settle after a
 //     reconnect, the 429 pause, the circuit breaker).
 //   - worker.go: the dispatcher loop that applies the scheduler's decisions;
-//     consume.go: pulling and decoding; attempt.go: one attempt and what
-//     its outcome means (ack, retry, fallback, dead letter).
+//     consume.go: pulling and decoding; reply.go: what a job keeps of its
+//     stream message, and its acks; attempt.go: one attempt and what its
+//     outcome means (ack, retry, fallback, dead letter).
 //   - store.go, state.go, persist.go: delivery records, attempts, recipient
 //     state and dead letters in JetStream; events.go: events for the
 //     application.

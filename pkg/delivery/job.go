@@ -3,7 +3,6 @@ package delivery
 import (
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
 	"github.com/tgnotify/tgnotify/pkg/notify"
@@ -11,9 +10,20 @@ import (
 
 // job is one delivery of one stream message to this worker.
 type job struct {
-	msg     natsjs.Msg // nil in the scheduler's tests
-	seq     uint64     // stream sequence
+	// reply answers JetStream for this delivery; nil in the scheduler's
+	// tests. The job keeps what it needs of nats.go's message (reply.go),
+	// not the message.
+	reply   replier
+	seq     uint64 // stream sequence
 	subject string
+	// delivered is how often the stream has delivered the message,
+	// counting this delivery (1 for a first delivery).
+	delivered uint64
+	// data is the message's body; header its headers without the pin,
+	// packed by packHeader. Both are read again only to dead-letter the
+	// message or hand it to the next channel.
+	data   []byte
+	header string
 	// lane is the recipient token of the subject: the key of its lane.
 	lane          string
 	n             notify.Notification

@@ -366,23 +366,24 @@ type letter struct {
 // from the original's stream sequence, so a retry after a crash between the
 // two steps is de-duplicated by NOTIFY_DEAD.
 func (s *store) deadLetter(ctx context.Context, j *job, l letter) error {
-	h := nats.Header{}
-	for k, v := range j.msg.Headers() {
-		if k == pinIDHeader {
-			continue // the server's pull bookkeeping, not part of the notification
-		}
-		h[k] = append([]string(nil), v...)
+	// The original's headers, without the server's pull bookkeeping (the
+	// pin), which packHeader left out. Headers that cannot be read back do
+	// not keep the message from its dead letter, which says the rest.
+	h, err := unpackHeader(j.header)
+	if err != nil {
+		s.log.Warn("the original's headers cannot be read back; the dead letter goes without them", "seq", j.seq, "err", err)
+		h = nats.Header{}
 	}
 	subject := s.names.DeadLetterSubject(s.channel, l.reason, j.lane)
 	msgID := "dead:" + strconv.FormatUint(j.seq, 10)
 	if j.lane == "" || !jetstream.ValidToken(l.reason) { // poison on an unusable subject
 		subject = s.names.DeadPrefix + j.subject
-		sum := sha256.Sum256(append([]byte(j.subject+"\x00"), j.msg.Data()...))
+		sum := sha256.Sum256(append([]byte(j.subject+"\x00"), j.data...))
 		msgID = "dead:poison:" + hex.EncodeToString(sum[:16])
 	}
 	key := j.n.Key
 	if key == "" {
-		key = j.msg.Headers().Get(jetstream.HeaderKey)
+		key = h.Get(jetstream.HeaderKey)
 	}
 	h.Set(nats.MsgIdHdr, msgID)
 	if key != "" {
@@ -395,15 +396,15 @@ func (s *store) deadLetter(ctx context.Context, j *job, l letter) error {
 	h.Set(jetstream.HeaderOriginalSubject, j.subject)
 	h.Set(jetstream.HeaderOriginalSeq, strconv.FormatUint(j.seq, 10))
 	h.Set(jetstream.HeaderDeadAt, s.now().UTC().Format(time.RFC3339Nano))
-	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: j.msg.Data()}); err != nil {
+	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: j.data}); err != nil {
 		return fmt.Errorf("publishing dead letter for seq %d to %s: %w", j.seq, subject, jetstream.Denied(s.js.Conn(), err))
 	}
-	if err := j.msg.TermWithReason(l.reason); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
+	if err := j.reply.TermWithReason(l.reason); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
 		s.log.Warn("dead letter stored but terminating the original failed; it will be redelivered and dead-lettered again (de-duplicated)",
 			"seq", j.seq, "err", err)
 	}
 	for _, d := range j.dups {
-		_ = d.msg.TermWithReason(l.reason)
+		_ = d.reply.TermWithReason(l.reason)
 	}
 	s.log.Info("dead-lettered", "key", key, "recipient", j.lane, "seq", j.seq, "reason", l.reason,
 		"code", l.code, "description", l.description, "attempts", l.attempts)
@@ -420,7 +421,7 @@ func (s *store) fallback(ctx context.Context, j *job, next notify.Channel, l let
 	if err != nil {
 		return err
 	}
-	m := jetstream.Msg(s.names.Subject(string(next), token), j.n.Key, j.n.CreatedAt, notify.PayloadContentType, j.msg.Data())
+	m := jetstream.Msg(s.names.Subject(string(next), token), j.n.Key, j.n.CreatedAt, notify.PayloadContentType, j.data)
 	m.Header.Set(nats.MsgIdHdr, j.n.Key+"/"+string(next))
 	m.Header.Set(jetstream.HeaderFallbackFrom, s.channel)
 	m.Header.Set(jetstream.HeaderFallbackReason, l.reason)

@@ -389,7 +389,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 			w.onPinElsewhere(d)
 		case <-keepalive.C:
 			for _, j := range w.sched.keepAlive(w.now(), w.cfg.AckWait/3) {
-				_ = j.msg.InProgress()
+				_ = j.reply.InProgress()
 			}
 		case <-housekeeping.C:
 			w.housekeep()
@@ -461,9 +461,9 @@ func (w *Worker) apply(eff effects) {
 	for _, n := range eff.naks {
 		var err error
 		if n.delay <= 0 {
-			err = n.j.msg.Nak()
+			err = n.j.reply.Nak()
 		} else {
-			err = n.j.msg.NakWithDelay(n.delay)
+			err = n.j.reply.NakWithDelay(n.delay)
 		}
 		if err != nil {
 			w.log.Warn("cannot hand a message back; it will be redelivered after the ack wait", "seq", n.j.seq, "err", err)
