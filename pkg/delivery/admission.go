@@ -267,5 +267,13 @@ func (a *admission) settleFor(until time.Time) {
 	a.settleUntil = later(a.settleUntil, until)
 }
 
+// settledAt returns when the settle after the last NATS reconnect ends
+// (zero: there was none).
+func (a *admission) settledAt() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.settleUntil
+}
+
 // breakerState returns the breaker's state.
 func (a *admission) breakerState() gobreaker.State { return a.breaker.State() }

@@ -56,8 +56,9 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		return w.waitForHolder(j, e, now)
 	}
 	// A send claim left by an attempt that died mid-send: sent again, as
-	// before claims existed (the crash window of delivered).
-	if wait := w.settleRedelivery(j, now); wait > 0 {
+	// before claims existed (the crash window of delivered). Not while this
+	// worker settles, though: neither sent nor given up on (settleWait).
+	if wait := w.settleWait(j, now); wait > 0 {
 		return result{job: j, disp: retryHere, at: now, delay: wait}
 	}
 	if d, ok := w.store.state.deadRecipient(target); ok && !w.retryDead(j, target, d) {
@@ -258,6 +259,26 @@ func (w *Worker) waitForHolder(j *job, claim *entry, now time.Time) result {
 	return result{job: j, disp: retryHere, at: now, delay: stateRetry}
 }
 
+// settleWait says how long j must wait before this worker sends it or gives up
+// on it: until the settle after its last NATS reconnect ends, and a
+// redelivery until its start-up settle ends (settleRedelivery). Another
+// worker may have sent j and still be writing its delivery record: a
+// message given up on in that time moves to the next channel of its route,
+// which sends it again unless the record lands first. Found by the long
+// chaos run (bug 31): right after a nats-server restart, the standby gave
+// up on six notifications past their fallback_after, 0.5 s after its own
+// reconnect and 0.9–3.9 s after the other worker had delivered them; that
+// one, back 1.4 s later, wrote their records, and the next channels found
+// them only just in time. A claim the other worker left is no guard then:
+// it does not answer for it until its connection is back (holder.go).
+func (w *Worker) settleWait(j *job, now time.Time) time.Duration {
+	wait := w.settleRedelivery(j, now)
+	if until := w.adm.settledAt(); now.Before(until) {
+		wait = max(wait, until.Sub(now))
+	}
+	return wait
+}
+
 // settleRedelivery says how long a redelivered message without a delivery
 // record must wait before this worker, started less than ReconnectSettle
 // ago, sends it or gives up on it. A worker that started while NATS was
@@ -401,9 +422,14 @@ func (w *Worker) fallbackDeadline(j *job) time.Time {
 
 // due reports whether a held job can be settled without a request, and so
 // without waiting for admission or a send token: it expired, its fallback
-// deadline passed, or its recipient is dead.
+// deadline passed, or its recipient is dead. Nothing is due while the job
+// must settle (settleWait): given up on then, it could be sent again by the
+// next channel.
 func (w *Worker) due(now time.Time) func(*job) bool {
 	return func(j *job) bool {
+		if w.settleWait(j, now) > 0 {
+			return false
+		}
 		if j.n.Expired(now) || w.store.state.dead(j.lane) {
 			return true
 		}

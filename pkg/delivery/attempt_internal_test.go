@@ -73,3 +73,54 @@ func TestRedeliveryOfADeliveryOfThisProcessWaitsForItsEvent(t *testing.T) {
 	}
 }
 
+// While a worker settles after its reconnect to NATS, it neither sends nor
+// gives up on a notification past its fallback_after that another worker
+// claimed: that worker may have delivered it and cannot write the record,
+// or answer for its claim, before its own connection is back. Given up on
+// then, the notification moved to the next channel, which would send it
+// again unless the record landed first (bug 31, the long chaos run: six
+// notifications handed on 0.5 s after the standby's reconnect).
+func TestNoGiveUpWhileSettlingAfterAReconnect(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{
+		cfg: Config{FallbackTransactional: 12 * time.Second, MaxRequestTimeout: 4 * time.Second}, name: "telegram",
+		js: s.js, names: jetstream.DefaultNames(), store: s, m: m, log: slog.New(slog.DiscardHandler), now: time.Now,
+		id: newWorkerID(), adm: newAdmission("settling", 1000, time.Minute, nil),
+	}
+	s.state = newSharedState(nil, "telegram", w.log, nil)
+	const key = "order:7:accepted"
+	// The other worker's claim: it sent the notification; its connection,
+	// and so its answer for the claim, is not back yet.
+	s.worker = "other-worker"
+	if c, err := s.claim(ctx, key, "100", 9); err != nil || c.rev == 0 {
+		t.Fatalf("the other worker's claim = %+v, %v", c, err)
+	}
+	now := time.Now()
+	j := &job{
+		n:   notify.Notification{Key: key, ChatID: 100, Route: []notify.Channel{notify.ChannelTelegram, notify.ChannelEmail}, Email: "a@example.com"},
+		seq: 9, delivered: 1, lane: "100", since: now.Add(-time.Minute),
+	}
+	w.adm.settleFor(now.Add(ReconnectSettle))
+
+	if w.due(now)(j) {
+		t.Fatal("due while settling: the sweep would give it up")
+	}
+	if r := w.attempt(ctx, j, "100"); r.disp != retryHere || r.delay <= 0 || r.delay > ReconnectSettle {
+		t.Fatalf("attempt while settling: disposition %v, delay %v; want it back within the settle (%v)", r.disp, r.delay, ReconnectSettle)
+	}
+	if !w.due(now.Add(ReconnectSettle))(j) {
+		t.Fatal("not due once settled: its fallback deadline passed a minute ago")
+	}
+	info, err := s.js.Stream(ctx, jetstream.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 0 {
+		t.Fatalf("%d dead letters, want none", n)
+	}
+}
