@@ -159,7 +159,8 @@ func (o *Objects) Prepare(ctx context.Context, js natsjs.JetStream) error {
 // retrying while NATS is unreachable or the objects are missing, with a
 // warning at once and every 30 seconds after.
 func (o *Objects) Wait(ctx context.Context, js natsjs.JetStream) error {
-	return o.retry(ctx, func(ctx context.Context) error {
+	reconnects := func() uint64 { return js.Conn().Stats().Reconnects }
+	return o.retry(ctx, reconnects, func(ctx context.Context) error {
 		err := o.Prepare(ctx, js)
 		// An API request the user may not make only times out: say which
 		// subject the server refused.
@@ -179,18 +180,37 @@ const (
 	maxAttemptTimeout   = 16 * time.Second
 )
 
+// errReconnected cuts an attempt short: the NATS connection it sent its
+// requests on was replaced, and their answers will not come.
+var errReconnected = errors.New("the NATS connection was re-established during the attempt")
+
+// reconnectPoll is how often an attempt looks whether the connection was
+// re-established.
+const reconnectPoll = 100 * time.Millisecond
+
 // retry runs attempt until it succeeds, fails with a conflict, or ctx ends.
-func (o *Objects) retry(ctx context.Context, attempt func(context.Context) error) error {
+// An attempt is cut short once the connection has been re-established
+// since it began (reconnects counts the reconnects), and tried again at
+// once with the same bound: a request sent before a node died waited out
+// its whole bound, up to maxAttemptTimeout, after the client was connected
+// to another node (the long chaos run on the cluster: a worker started in
+// a minute of node faults was still waiting 8 s after its reconnect).
+func (o *Objects) retry(ctx context.Context, reconnects func() uint64, attempt func(context.Context) error) error {
 	const maxDelay, warnEvery = 5 * time.Second, 30 * time.Second
 	delay := 200 * time.Millisecond
 	timeout := firstAttemptTimeout
 	var warned time.Time
 	waited := false
 	for {
-		pctx, cancel := context.WithTimeout(ctx, timeout)
+		tctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+		pctx, cancel := context.WithCancelCause(tctx)
+		watched := cutOnReconnect(pctx, cancel, reconnects)
 		err := attempt(pctx)
-		timedOut := pctx.Err() != nil
-		cancel()
+		cut := errors.Is(context.Cause(pctx), errReconnected)
+		timedOut := tctx.Err() != nil
+		cancel(nil)
+		cancelTimeout()
+		<-watched
 		var conflict *jetstream.ConflictError
 		switch {
 		case err == nil:
@@ -204,6 +224,10 @@ func (o *Objects) retry(ctx context.Context, attempt func(context.Context) error
 			return ctx.Err()
 		}
 		waited = true
+		if cut {
+			o.log.Debug("a JetStream lookup cut short by a reconnect; trying again at once", "err", err)
+			continue
+		}
 		if timedOut {
 			timeout = min(timeout*2, maxAttemptTimeout)
 		}
@@ -222,4 +246,29 @@ func (o *Objects) retry(ctx context.Context, attempt func(context.Context) error
 		}
 		delay = min(delay*2, maxDelay)
 	}
+}
+
+// cutOnReconnect cancels ctx with errReconnected once reconnects has
+// counted a reconnect since the call. The returned channel is closed when
+// it stops watching, at the latest when ctx ends.
+func cutOnReconnect(ctx context.Context, cancel context.CancelCauseFunc, reconnects func() uint64) <-chan struct{} {
+	done := make(chan struct{})
+	start := reconnects()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(reconnectPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if reconnects() != start {
+					cancel(errReconnected)
+					return
+				}
+			}
+		}
+	}()
+	return done
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
+
+// noReconnects is a connection that never reconnects.
+func noReconnects() uint64 { return 0 }
 
 // An attempt that runs out of time is retried soon with twice the time,
 // up to maxAttemptTimeout; one that fails at once keeps its bound. A
@@ -19,7 +23,7 @@ func TestWaitRetriesWithGrowingAttemptTimeouts(t *testing.T) {
 		o := &Objects{log: slog.New(slog.DiscardHandler)}
 		var bounds []time.Duration
 		calls := 0
-		err := o.retry(t.Context(), func(ctx context.Context) error {
+		err := o.retry(t.Context(), noReconnects, func(ctx context.Context) error {
 			calls++
 			deadline, ok := ctx.Deadline()
 			if !ok {
@@ -51,14 +55,14 @@ func TestWaitRetriesWithGrowingAttemptTimeouts(t *testing.T) {
 
 		calls = 0
 		conflict := &jetstream.ConflictError{}
-		err = o.retry(t.Context(), func(context.Context) error { calls++; return conflict })
+		err = o.retry(t.Context(), noReconnects, func(context.Context) error { calls++; return conflict })
 		if !errors.As(err, &conflict) || calls != 1 {
 			t.Errorf("retry over a conflict = %v after %d calls, want the conflict after 1", err, calls)
 		}
 
 		ctx, cancel := context.WithCancel(t.Context())
 		calls = 0
-		err = o.retry(ctx, func(context.Context) error {
+		err = o.retry(ctx, noReconnects, func(context.Context) error {
 			calls++
 			if calls == 2 {
 				cancel()
@@ -67,6 +71,56 @@ func TestWaitRetriesWithGrowingAttemptTimeouts(t *testing.T) {
 		})
 		if !errors.Is(err, context.Canceled) || calls != 2 {
 			t.Errorf("retry after its context ended = %v after %d calls, want context.Canceled after 2", err, calls)
+		}
+	})
+}
+
+// An attempt waiting for an answer on a connection that has since been
+// re-established is cut short and tried again at once, with the same
+// bound: its answer will not come.
+func TestWaitCutsAnAttemptShortOnReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := &Objects{log: slog.New(slog.DiscardHandler)}
+		var reconnects atomic.Uint64
+		var starts []time.Time
+		var bounds []time.Duration
+		var causes []error
+		begin := time.Now()
+		err := o.retry(t.Context(), reconnects.Load, func(ctx context.Context) error {
+			deadline, _ := ctx.Deadline()
+			starts, bounds = append(starts, time.Now()), append(bounds, time.Until(deadline))
+			if len(starts) == 3 {
+				return nil
+			}
+			if len(starts) == 2 {
+				// Reconnected 500 ms into the second attempt, its request
+				// lost with the old connection.
+				time.AfterFunc(500*time.Millisecond, func() { reconnects.Add(1) })
+			}
+			<-ctx.Done()
+			causes = append(causes, context.Cause(ctx))
+			return ctx.Err()
+		})
+		if err != nil {
+			t.Fatalf("retry = %v, want nil", err)
+		}
+		if len(starts) != 3 {
+			t.Fatalf("%d attempts, want 3", len(starts))
+		}
+		if !errors.Is(causes[0], context.DeadlineExceeded) || !errors.Is(causes[1], errReconnected) {
+			t.Fatalf("the attempts ended by %v, want the first by its bound, the second by the reconnect", causes)
+		}
+		// First: 2 s, then 200 ms apart; the second (4 s) cut 500-600 ms
+		// in; the third at once, with the second's bound.
+		second := starts[1].Sub(begin)
+		if want := 2*time.Second + 200*time.Millisecond; second != want {
+			t.Errorf("second attempt at %v, want %v", second, want)
+		}
+		if d := starts[2].Sub(starts[1]); d < 500*time.Millisecond || d > 500*time.Millisecond+reconnectPoll {
+			t.Errorf("third attempt %v after the second, want within a poll (%v) of the reconnect 500ms in", d, reconnectPoll)
+		}
+		if want := []time.Duration{2 * time.Second, 4 * time.Second, 4 * time.Second}; bounds[2] != want[2] || bounds[1] != want[1] {
+			t.Errorf("attempt bounds %v, want %v", bounds, want)
 		}
 	})
 }
