@@ -3,7 +3,8 @@
 // request. A request refused there never reaches the provider, so an engine
 // that has just read a 429 can stop every request not yet on the wire. It
 // also tells the engine at the first possible moment that an answer has
-// begun to arrive ([WithAnswerNotice]).
+// begun to arrive ([WithAnswerNotice]), and before the check runs it waits
+// for answers already in this machine's sockets to be noticed (unread.go).
 //
 // It works with transports made by [NewTransport], which speak HTTP/1.1 only:
 // a connection then carries one request at a time, and the check armed by
@@ -76,6 +77,16 @@ type Options struct {
 	DialTimeout time.Duration
 	// MaxIdleConnsPerHost is the pool kept per provider host; default 64.
 	MaxIdleConnsPerHost int
+	// UnreadWaitMax bounds how long a gated request waits for answers that
+	// have reached this machine on other connections to be reported
+	// (unread.go); default 50ms.
+	UnreadWaitMax time.Duration
+	// OnUnreadWait, when set, is called each time a gated request begins
+	// such a wait.
+	OnUnreadWait func()
+	// DialContext dials the provider; default a net.Dialer with
+	// DialTimeout. Tests use it to hold a connection's reads back.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // NewTransport returns an HTTP/1.1 transport whose connections run the
@@ -88,15 +99,22 @@ func NewTransport(o Options) *http.Transport {
 	if o.MaxIdleConnsPerHost <= 0 {
 		o.MaxIdleConnsPerHost = 64
 	}
-	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	if o.UnreadWaitMax <= 0 {
+		o.UnreadWaitMax = 50 * time.Millisecond
+	}
+	dial := o.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	u := &unread{max: o.UnreadWaitMax, onWait: o.OnUnreadWait}
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
+			c, err := dial(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
-			return &gateConn{Conn: c}, nil
+			return &gateConn{Conn: c, unread: u}, nil
 		},
 		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          2 * o.MaxIdleConnsPerHost,
@@ -107,35 +125,63 @@ func NewTransport(o Options) *http.Transport {
 	}
 }
 
-// gateConn runs the armed check on the next write.
+// gateConn runs the armed check on the next write, and is kept among its
+// transport's connections awaiting an answer from then until the answer's
+// first byte is reported (unread.go).
 type gateConn struct {
 	net.Conn
-	gate atomic.Pointer[func() error]
+	unread *unread
+	gate   atomic.Pointer[func() error]
+	// secure is set when the connection carries TLS: its bytes read are
+	// records, perhaps a session ticket, not yet the answer.
+	secure atomic.Bool
+	// awaiting is set while the connection is among those awaiting an
+	// answer; readAhead when, meanwhile, bytes of a plain connection were
+	// read and the answer not reported yet.
+	awaiting, readAhead atomic.Bool
 }
 
 func (c *gateConn) Write(p []byte) (int, error) {
 	if g := c.gate.Swap(nil); g != nil {
+		c.unread.wait(c)
 		if err := (*g)(); err != nil {
 			return 0, err
 		}
+		c.unread.add(c)
 	}
 	return c.Conn.Write(p)
 }
 
-// arm sets check on the connection the transport picked (unwrapping TLS).
-// Every request arms its connection, with nil when it has no check, so a
-// check left by a request that never wrote cannot fire for the next one.
-func arm(info httptrace.GotConnInfo, check *func() error) bool {
+func (c *gateConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.awaiting.Load() && !c.secure.Load() {
+		c.readAhead.Store(true)
+	}
+	return n, err
+}
+
+func (c *gateConn) Close() error {
+	c.unread.remove(c)
+	return c.Conn.Close()
+}
+
+// arm sets check on the connection the transport picked (unwrapping TLS)
+// and returns it, nil when it is not a gateConn. Every request arms its
+// connection, with nil when it has no check, so a check left by a request
+// that never wrote cannot fire for the next one.
+func arm(info httptrace.GotConnInfo, check *func() error) *gateConn {
 	conn := info.Conn
+	secure := false
 	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
-		conn = tc.NetConn()
+		conn, secure = tc.NetConn(), true
 	}
 	gc, ok := conn.(*gateConn)
 	if !ok {
-		return false
+		return nil
 	}
+	gc.secure.Store(secure)
 	gc.gate.Store(check)
-	return true
+	return gc
 }
 
 // Do sends req with c, running the admission check its context carries:
@@ -155,14 +201,37 @@ func Do(c *http.Client, gated bool, req *http.Request) (*http.Response, error) {
 			return err
 		}
 	}
-	trace := &httptrace.ClientTrace{GotFirstResponseByte: AnswerNotice(req.Context())}
+	notice := AnswerNotice(req.Context())
+	trace := &httptrace.ClientTrace{GotFirstResponseByte: notice}
+	// conn is the connection the request was written on, while its answer
+	// is awaited (unread.go).
+	var conn atomic.Pointer[gateConn]
 	if gated {
 		trace.GotConn = func(info httptrace.GotConnInfo) {
 			if check == nil {
 				arm(info, nil)
 				return
 			}
-			arm(info, &check)
+			if gc := arm(info, &check); gc != nil {
+				conn.Store(gc)
+			}
+		}
+		if check != nil {
+			// The notice first, then the connection leaves the awaited:
+			// a request waiting for it finds the answer begun.
+			trace.GotFirstResponseByte = func() {
+				if notice != nil {
+					notice()
+				}
+				if gc := conn.Load(); gc != nil {
+					gc.unread.remove(gc)
+				}
+			}
+			defer func() {
+				if gc := conn.Load(); gc != nil {
+					gc.unread.remove(gc)
+				}
+			}()
 		}
 	} else if check != nil {
 		if err := check(); err != nil {

@@ -21,6 +21,10 @@ import "time"
 // answer that is not settled by then (a channel that reads its body slowly)
 // no longer holds anything up. Only answers that began before the request
 // asked are waited for, so a steady stream of answers cannot starve it.
+//
+// An answer that has reached the worker's socket but whose reader goroutine
+// has not run yet is not begun here: the channels' transport waits for
+// those to be noticed before it asks (internal/httpgate, unread.go).
 type answers struct {
 	// last is the number of the latest answer begun.
 	last uint64
