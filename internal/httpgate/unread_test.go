@@ -163,3 +163,44 @@ func TestUnreadWaitIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Over TLS the bytes waiting on a socket may be a session ticket rather
+// than an answer: concurrent gated requests still all complete, each
+// admitted once, and every answer is noticed.
+func TestGatedRequestsOverTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer srv.Close()
+	tr := httpgate.NewTransport(httpgate.Options{MaxIdleConnsPerHost: 8})
+	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	c := &http.Client{Transport: tr}
+	var mu sync.Mutex
+	admitted, noticed := 0, 0
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 20 {
+				ctx := httpgate.WithAdmission(context.Background(), func() error { mu.Lock(); admitted++; mu.Unlock(); return nil })
+				ctx = httpgate.WithAnswerNotice(ctx, func() { mu.Lock(); noticed++; mu.Unlock() })
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader([]byte(`{"text":"hi"}`)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp, err := httpgate.Do(c, true, req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if admitted < 320 || noticed != 320 {
+		t.Fatalf("320 requests: admitted %d times, %d answers noticed; want at least 320 and exactly 320", admitted, noticed)
+	}
+}
