@@ -217,21 +217,20 @@ func Do(c *http.Client, gated bool, req *http.Request) (*http.Response, error) {
 			}
 		}
 		if check != nil {
+			answered := func() {
+				if gc := conn.Load(); gc != nil {
+					gc.unread.remove(gc)
+				}
+			}
 			// The notice first, then the connection leaves the awaited:
 			// a request waiting for it finds the answer begun.
 			trace.GotFirstResponseByte = func() {
 				if notice != nil {
 					notice()
 				}
-				if gc := conn.Load(); gc != nil {
-					gc.unread.remove(gc)
-				}
+				answered()
 			}
-			defer func() {
-				if gc := conn.Load(); gc != nil {
-					gc.unread.remove(gc)
-				}
-			}()
+			defer answered()
 		}
 	} else if check != nil {
 		if err := check(); err != nil {

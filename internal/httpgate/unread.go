@@ -20,8 +20,8 @@ import (
 // bytes waiting in the kernel (or, on a plain connection, already read and
 // not reported): their answer notices run first, and the engine's own wait
 // for answers begun (pkg/delivery, answers.go) then sees a 429 among them.
-// The wait is normally nothing (one ioctl per connection awaiting an
-// answer) and never longer than Options.UnreadWaitMax.
+// The wait is normally nothing (one peeking recv per connection awaiting
+// an answer) and never longer than Options.UnreadWaitMax.
 type unread struct {
 	max    time.Duration
 	onWait func()
