@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -79,14 +80,18 @@ func (r *Reader) Pending(ctx context.Context, afterID int64, limit int) ([]Row, 
 		id, chat, created int64
 		key, channel      string
 		token             sql.NullString
-		payload           []byte
+		payload           sql.RawBytes
+		arena             payloadArena
 	)
 	for rows.Next() {
+		// The payload is scanned as RawBytes, valid until the next row, and
+		// copied into the query's arena: scanned into a []byte, database/sql
+		// would clone every payload into an allocation of its own.
 		if err := rows.Scan(&id, &key, &channel, &chat, &token, &payload, &created); err != nil {
 			return nil, fmt.Errorf("scanning pending row: %w", err)
 		}
 		row := Row{ID: id, Key: key, Channel: notify.Channel(channel), ChatID: chat, Recipient: token.String,
-			Payload: payload, CreatedAt: time.Unix(0, created).UTC()}
+			Payload: arena.copy(payload), CreatedAt: time.Unix(0, created).UTC()}
 		if !token.Valid { // written by schema version 1: a Telegram chat
 			row.Recipient = strconv.FormatInt(chat, 10)
 		}
@@ -225,4 +230,32 @@ func (r *Reader) Ping(ctx context.Context) error {
 		return fmt.Errorf("pinging outbox database: %w", err)
 	}
 	return nil
+}
+
+// payloadArena holds the payloads of one read in a few large blocks rather
+// than an allocation per row. A block lives until every row whose payload
+// it holds is released.
+type payloadArena struct {
+	block []byte
+}
+
+// payloadArenaBlock is the size of a block: about 100 payloads of an order
+// notification.
+const payloadArenaBlock = 32 << 10
+
+// copy returns a copy of b in the arena. The copy's capacity is its length,
+// so appending to it never writes over the next payload.
+func (a *payloadArena) copy(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	if len(b) > payloadArenaBlock/4 {
+		return bytes.Clone(b)
+	}
+	if cap(a.block)-len(a.block) < len(b) {
+		a.block = make([]byte, 0, payloadArenaBlock)
+	}
+	start := len(a.block)
+	a.block = append(a.block, b...)
+	return a.block[start:len(a.block):len(a.block)]
 }

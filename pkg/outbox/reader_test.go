@@ -55,6 +55,55 @@ func TestPendingInIDOrderAfterCursor(t *testing.T) {
 	}
 }
 
+// TestPendingPayloadsAreTheirOwn reads many rows, small and large, in one
+// query and checks that each payload is the one enqueued and that changing
+// or appending to one leaves the others intact: Pending copies payloads into
+// shared blocks.
+func TestPendingPayloadsAreTheirOwn(t *testing.T) {
+	db, _ := openDB(t)
+	r := outbox.NewReader(db)
+	ctx := context.Background()
+	const n = 300
+	want := make([]string, 0, n)
+	for i := range n {
+		nt := validNotification()
+		nt.Key = fmt.Sprintf("order:%d:accepted", i)
+		nt.Text = fmt.Sprintf("Order %d accepted", i)
+		if i%50 == 7 { // larger than a quarter of a block: copied on its own
+			nt.Text = strings.Repeat("ж", 4000)
+		}
+		enqueue(t, db, nt)
+		want = append(want, nt.Text)
+	}
+	rows, err := r.Pending(ctx, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != n {
+		t.Fatalf("Pending returned %d rows, want %d", len(rows), n)
+	}
+	for i := range rows {
+		if i+1 < len(rows) {
+			// Writing over what follows a payload must not reach the next one.
+			rows[i].Payload = append(rows[i].Payload, "garbage"...)
+			for j := range rows[i].Payload {
+				rows[i].Payload[j] = 'x'
+			}
+		}
+		next := rows[(i+1)%len(rows)]
+		if i+1 == len(rows) {
+			continue
+		}
+		got, err := notify.DecodePayload(next.Payload)
+		if err != nil {
+			t.Fatalf("row %d: payload no longer decodes after row %d was changed: %v", next.ID, rows[i].ID, err)
+		}
+		if got.Key != next.Key || got.Text != want[i+1] {
+			t.Fatalf("row %d: payload has key %q and text %.20q, want %q and %.20q", next.ID, got.Key, got.Text, next.Key, want[i+1])
+		}
+	}
+}
+
 func TestMarkPublishedPrefix(t *testing.T) {
 	db, _ := openDB(t)
 	r := outbox.NewReader(db)

@@ -513,9 +513,12 @@ func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
 			continue // drain: nothing is marked after a failure
 		}
 		if p.opts.AfterAck != nil {
-			var rows []outbox.Row
-			for _, c := range chunks {
-				rows = append(rows, c...)
+			rows := chunks[0]
+			if len(chunks) > 1 {
+				rows = nil
+				for _, c := range chunks {
+					rows = append(rows, c...)
+				}
 			}
 			if err := p.opts.AfterAck(rows); err != nil {
 				broken = true
