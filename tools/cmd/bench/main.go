@@ -63,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	smoke := fs.Bool("smoke", false, "tiny sizes and one run each: check the harness, not the figures (implies -out and -plots under -work)")
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "`directory` of the binaries make build builds")
 	fs.StringVar(&cfg.WorkDir, "work", cfg.WorkDir, "scratch `directory` (emptied first): stores, databases, logs")
+	fs.BoolVar(&cfg.KeepLogs, "keep-logs", false, "keep every run's process logs under -work, not only those of failed runs")
 	fs.StringVar(&cfg.NATSConfig, "nats-config", cfg.NATSConfig, "production nats-server configuration `file` the servers start from")
 	fs.StringVar(&cfg.DeadLettersScript, "dead-letters-script", cfg.DeadLettersScript, "`file` scripts/dead-letters.sh, the reference of scenario 9")
 	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "runs of each scenario (at least 3)")

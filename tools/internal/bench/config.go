@@ -21,6 +21,9 @@ type Config struct {
 	// WorkDir is scratch space: databases, the JetStream store, process
 	// logs. It is emptied at the start.
 	WorkDir string
+	// KeepLogs keeps every stack's process logs under WorkDir, not only
+	// those of failed runs: to find out where a run's time went.
+	KeepLogs bool
 	// NATSConfig is the production nats-server configuration
 	// (configs/nats-server.conf); servers are started from it with their
 	// addresses and store directory replaced, and sync_interval as each

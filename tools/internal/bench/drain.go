@@ -165,7 +165,7 @@ func (r *runner) drainScenario(ctx context.Context, id string, sync serverSync, 
 	}
 	if st != nil {
 		err := st.close()
-		st.removeData(err != nil || raw.Error != "")
+		st.removeData(err != nil || raw.Error != "" || r.cfg.KeepLogs)
 		if err != nil {
 			for _, res := range results {
 				res.fail(err)

@@ -419,7 +419,7 @@ func (r *runner) withClusterStack(ctx context.Context, name string, f func(*stac
 		if cerr := st.close(); cerr != nil && err == nil {
 			err = cerr
 		}
-		st.removeData(err != nil)
+		st.removeData(err != nil || r.cfg.KeepLogs)
 	}()
 	if err := f(st); err != nil {
 		if ferr := st.failure(); ferr != nil {

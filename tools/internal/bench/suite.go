@@ -193,7 +193,7 @@ func (r *runner) withStack(ctx context.Context, name string, sync serverSync, f 
 		if cerr := st.close(); cerr != nil && err == nil {
 			err = cerr
 		}
-		st.removeData(err != nil)
+		st.removeData(err != nil || r.cfg.KeepLogs)
 	}()
 	if err := f(st); err != nil {
 		if ferr := st.failure(); ferr != nil {
