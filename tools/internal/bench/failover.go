@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,7 +99,9 @@ func (r *runner) failoverMethod(f failoverFault) string {
 		return "Three nats-server processes from `configs/nats-cluster` (routes between them, `sync_interval: always`), every stream, consumer and " +
 			"bucket on 3 replicas, every daemon given the three URLs (nats.go picks among them at random). The fault: SIGKILL of the node " +
 			"leading NOTIFY; it stays down for the fault window and is started again afterwards. The new leader's time is watched from a " +
-			"surviving node. " + common
+			"surviving node, and so is each other stream, bucket and consumer the killed node led: the notes name them with the time " +
+			"each had its next leader, the slowest first (a delivery waits for the leaders of NOTIFY, the worker's consumer and the " +
+			"buckets it writes). " + common
 	default:
 		return "Three nats-server processes as in 7b. The fault: `$JS.API.STREAM.LEADER.STEPDOWN.NOTIFY`, what `nats stream cluster " +
 			"step-down NOTIFY` sends. " + common
@@ -350,6 +353,11 @@ func killLeader(ctx context.Context, st *stack, faultAt time.Time) (time.Duratio
 	if err != nil {
 		return 0, "", err
 	}
+	others, err := groupsLedBy(ctx, st.js, leader)
+	if err != nil {
+		return 0, "", err
+	}
+	others = slices.DeleteFunc(others, func(g raftGroup) bool { return g == raftGroup{stream: jetstream.StreamNotify} })
 	var watch *nats.Conn
 	for _, n := range st.cluster.Names() {
 		if n != leader && watch == nil {
@@ -365,11 +373,15 @@ func killLeader(ctx context.Context, st *stack, faultAt time.Time) (time.Duratio
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	elections := make(chan []election, 1)
+	go func() { elections <- watchElections(wctx, watch, others, leader, at) }()
 	next, err := system.WaitLeader(wctx, watch, jetstream.StreamNotify, leader)
+	after := time.Since(at)
+	es := <-elections
 	if err != nil {
 		return 0, "", err
 	}
-	return time.Since(at), fmt.Sprintf("%s → %s", leader, next), nil
+	return after, fmt.Sprintf("%s → %s%s", leader, next, describeElections(es)), nil
 }
 
 // stepDown asks, at faultAt, NOTIFY's leader to step down and returns how
