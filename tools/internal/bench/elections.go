@@ -52,7 +52,7 @@ func groupsLedBy(ctx context.Context, js natsjs.JetStream, node string) ([]raftG
 		}
 		consumers := s.ListConsumers(ctx)
 		for ci := range consumers.Info() {
-			if ci.Cluster != nil && ci.Cluster.Leader == node {
+			if consumerLedBy(ci, node) {
 				out = append(out, raftGroup{stream: name, consumer: ci.Name})
 			}
 		}
@@ -62,6 +62,14 @@ func groupsLedBy(ctx context.Context, js natsjs.JetStream, node string) ([]raftG
 	}
 	slices.SortFunc(out, func(a, b raftGroup) int { return strings.Compare(a.String(), b.String()) })
 	return out, nil
+}
+
+// consumerLedBy reports whether node leads the durable consumer ci. An
+// ephemeral consumer (a KV watch, an ordered consumer) lives on one node
+// and dies with it: its client creates another one on a node that is up,
+// so it never has a next leader to wait for.
+func consumerLedBy(ci *natsjs.ConsumerInfo, node string) bool {
+	return ci.Config.Durable != "" && ci.Cluster != nil && ci.Cluster.Leader == node
 }
 
 // election is how long a group went without a leader after a fault.

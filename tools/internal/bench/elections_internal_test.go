@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 func TestDescribeElectionsSlowestFirst(t *testing.T) {
@@ -20,5 +22,26 @@ func TestDescribeElectionsSlowestFirst(t *testing.T) {
 	}
 	if got := describeElections(nil); got != "" {
 		t.Fatalf("describeElections(nil) = %q, want nothing", got)
+	}
+}
+
+func TestConsumerLedByCountsOnlyDurables(t *testing.T) {
+	on := func(durable, leader string) *natsjs.ConsumerInfo {
+		return &natsjs.ConsumerInfo{Config: natsjs.ConsumerConfig{Durable: durable}, Cluster: &natsjs.ClusterInfo{Leader: leader}}
+	}
+	cases := []struct {
+		name string
+		ci   *natsjs.ConsumerInfo
+		want bool
+	}{
+		{"durable on the node", on("telegram-worker", "n1"), true},
+		{"durable elsewhere", on("telegram-worker", "n2"), false},
+		{"ephemeral KV watch on the node", on("", "n1"), false},
+		{"no cluster info", &natsjs.ConsumerInfo{Config: natsjs.ConsumerConfig{Durable: "x"}}, false},
+	}
+	for _, c := range cases {
+		if got := consumerLedBy(c.ci, "n1"); got != c.want {
+			t.Errorf("%s: consumerLedBy = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
