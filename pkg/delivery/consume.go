@@ -44,6 +44,16 @@ func (w *Worker) pullExpiry() time.Duration {
 	return min(max(info.Config.PinnedTTL/2, time.Second), 30*time.Second)
 }
 
+// pullHeartbeat is how often the server is asked to tell, while a pull
+// request waits, that it still holds it. nats.go issues the request again
+// after two missed heartbeats, and its default is half the expiry: with the
+// default pinned TTL (10 s) a request lost with its consumer's leader (a
+// node killed in a cluster) was re-issued only 5 s later, after the new
+// leader was long elected. At most 1 s, it is re-issued within 2 s.
+func pullHeartbeat(expiry time.Duration) time.Duration {
+	return min(expiry/2, time.Second)
+}
+
 // priorityGroup is the pinned priority group of the channel's consumer.
 func (w *Worker) priorityGroup() string {
 	if info := w.res.Consumer.CachedInfo(); info != nil && len(info.Config.PriorityGroups) > 0 {
@@ -59,10 +69,12 @@ func (w *Worker) consume(ctx context.Context) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		errs := make(chan error, 1)
+		expiry := w.pullExpiry()
 		cc, err := w.res.Consumer.Consume(func(m natsjs.Msg) { w.receive(ctx, m) },
 			natsjs.PullPriorityGroup(w.priorityGroup()),
 			natsjs.PullMaxMessages(w.cfg.PullBatch),
-			natsjs.PullExpiry(w.pullExpiry()),
+			natsjs.PullExpiry(expiry),
+			natsjs.PullHeartbeat(pullHeartbeat(expiry)),
 			natsjs.ConsumeErrHandler(func(_ natsjs.ConsumeContext, err error) {
 				if errors.Is(err, natsjs.ErrPinIDMismatch) {
 					// The pin is gone; another worker may hold it now.

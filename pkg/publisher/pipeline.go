@@ -96,6 +96,9 @@ type round struct {
 	batched bool
 	// msg is the publish stage's reusable message (batches).
 	msg *message
+	// onFirstMark, when set, is called once the round has marked its first
+	// rows, on the goroutine that called Publisher.round.
+	onFirstMark func()
 
 	// readCtx ends when the round fails or ctx ends: it bounds reading and
 	// waiting for commits.
@@ -151,8 +154,9 @@ func (r *round) stopped() bool {
 
 // round runs the pipeline once from cursor and returns when every stage has
 // finished.
-func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cursor int64, batched bool) roundResult {
-	r := &round{p: p, watcher: watcher, start: cursor, batched: batched, stop: make(chan struct{}), lost: make(chan struct{})}
+func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cursor int64, batched bool, onFirstMark func()) roundResult {
+	r := &round{p: p, watcher: watcher, start: cursor, batched: batched, onFirstMark: onFirstMark,
+		stop: make(chan struct{}), lost: make(chan struct{})}
 	r.readCtx, r.cancelRead = context.WithCancel(ctx)
 	defer r.cancelRead()
 	finishCtx, cancelFinish := context.WithCancel(context.WithoutCancel(ctx))
@@ -544,6 +548,9 @@ func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
 			broken = true
 			r.fail(err)
 			continue
+		}
+		if marked == 0 && r.onFirstMark != nil {
+			r.onFirstMark()
 		}
 		marked += int64(n)
 		last = upto

@@ -225,28 +225,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 	return p.drain(ctx)
 }
 
-// Bounds of one Prepare in the drain loop. It runs again after NOTIFY
-// answered "no responders" (the stream may have been deleted), which in a
-// cluster mostly means that NOTIFY is electing a leader. Its JetStream API
-// requests go unanswered until then, and one made just before the new
-// leader came was left waiting for its full timeout (nats.go's default,
-// 5 s): the publisher then stored nothing for seconds after the election
-// (BENCHMARKS.md, row 7b). A short attempt retried soon starts publishing
-// right after the election; one that ran out of time gets twice as long the
-// next time, so a slow server still answers.
-const (
-	firstPrepareTimeout = time.Second
-	maxPrepareTimeout   = 16 * time.Second
-)
-
 // noStreamBeforePrepare is how many rounds in a row must end with "no
-// responders" from NOTIFY before the publisher runs Prepare again (to
-// create a deleted stream), and again after as many more. Fewer are an
-// election: such a round is retried after at most noStreamRetry, since
-// "no responders" costs the servers nothing and the new leader should get
-// the rows at once, not after a backoff grown through the election. A
-// Prepare that times out in such a streak does not hold publishing back
-// either.
+// responders" from NOTIFY before the publisher starts Prepare again in the
+// background (to create a deleted stream), and again after as many more
+// once that attempt ended. Fewer are an election: such a round is retried
+// after at most noStreamRetry, since "no responders" costs the servers
+// nothing and the new leader should get the rows at once, not after a
+// backoff grown through the election. Neither does a Prepare in such a
+// streak hold publishing back (preparer).
 const (
 	noStreamBeforePrepare = 3
 	noStreamRetry         = 250 * time.Millisecond
@@ -262,19 +248,23 @@ func (p *Publisher) drain(ctx context.Context) error {
 	}
 	bo.Reset()
 	var (
-		cursor         int64
-		watcher        *outbox.CommitWatcher
-		prepareTimeout = firstPrepareTimeout
-		noStream       int // rounds in a row NOTIFY answered "no responders"
-		provisioned    bool
-		failures       int
-		failedSince    time.Time
+		cursor      int64
+		watcher     *outbox.CommitWatcher
+		noStream    int // rounds in a row NOTIFY answered "no responders"
+		provisioned bool
+		failures    int
+		failedSince time.Time
 	)
 	defer func() {
 		if watcher != nil {
 			watcher.Close()
 		}
 	}()
+	// A background Prepare ends with the drain, however it returns.
+	prep := newPreparer(p.opts.Prepare)
+	pctx, cancelPrepare := context.WithCancel(ctx)
+	defer prep.wait()
+	defer cancelPrepare()
 	// failFor logs the first failure of a streak at WARN and the
 	// following ones at DEBUG, then waits out the backoff, but never
 	// longer than most when most is positive. fail waits it out whole.
@@ -301,7 +291,11 @@ func (p *Publisher) drain(ctx context.Context) error {
 		}
 	}
 	fail := func(what string, err error) { failFor(what, err, 0) }
+	// recovered runs on this goroutine when a round marks its first rows
+	// (round.onFirstMark): a round that recovered from failures reports it
+	// then, not when it ends, which may be much later.
 	recovered := func() {
+		noStream = 0
 		if failures > 0 {
 			p.log.Info("publishing recovered", "failures", failures, "after", time.Since(failedSince).Round(time.Millisecond))
 			failures = 0
@@ -314,29 +308,18 @@ func (p *Publisher) drain(ctx context.Context) error {
 			p.waitConnected(ctx, bo.NextBackOff())
 			continue
 		}
-		if !provisioned {
-			pctx, cancel := context.WithTimeout(ctx, prepareTimeout)
-			err := p.opts.Prepare(pctx)
-			timedOut := pctx.Err() != nil && ctx.Err() == nil
-			cancel()
-			if timedOut {
-				prepareTimeout = min(2*prepareTimeout, maxPrepareTimeout)
-			} else if err == nil {
-				prepareTimeout = firstPrepareTimeout
+		if err, ended := prep.collect(); ended && err != nil {
+			if conflicting(err) {
+				p.log.Error("cannot use the streams", "err", err)
+				return err
 			}
-			if err != nil {
-				var conflict *jetstream.ConflictError
-				if errors.As(err, &conflict) {
+			p.log.Debug("preparing the streams again", "err", err)
+		}
+		if !provisioned {
+			if err := prep.run(ctx); err != nil {
+				if conflicting(err) {
 					p.log.Error("cannot use the streams", "err", err)
 					return err
-				}
-				if timedOut && noStream > 0 {
-					// Unanswered after "no responders": NOTIFY is
-					// electing a leader, and publishing finds the new
-					// one sooner than another Prepare would.
-					provisioned = true
-					failFor("preparing the streams", err, noStreamRetry)
-					continue
 				}
 				fail("preparing the streams", err)
 				continue
@@ -357,14 +340,12 @@ func (p *Publisher) drain(ctx context.Context) error {
 		} else {
 			p.metrics.batched.Set(0)
 		}
-		res := p.round(ctx, watcher, cursor, batched)
+		res := p.round(ctx, watcher, cursor, batched, recovered)
 		cursor = res.cursor
 		if res.fatal != nil {
 			return res.fatal
 		}
 		if res.marked > 0 {
-			noStream = 0
-			recovered()
 			if batched && p.batchRefused.Swap(0) != 0 {
 				p.log.Info("NOTIFY accepts fast-ingest batches again; publishing in batches", "stream", p.opts.Names.Stream)
 			}
@@ -390,11 +371,11 @@ func (p *Publisher) drain(ctx context.Context) error {
 			// NOTIFY has no leader: it is electing one (seconds at most
 			// in a cluster; publishing again finds the new leader at
 			// once) or it was deleted. Only a silence that lasts is
-			// taken for a deletion: Prepare's requests wait for an
-			// election, and its answer came seconds after it.
+			// taken for a possible deletion, and even then Prepare runs
+			// beside the rounds: its requests wait for the election.
 			noStream++
 			if noStream%noStreamBeforePrepare == 0 {
-				provisioned = false
+				prep.start(pctx)
 			}
 			failFor("publishing stopped", res.err, noStreamRetry)
 			continue
@@ -403,6 +384,13 @@ func (p *Publisher) drain(ctx context.Context) error {
 		fail("publishing stopped", res.err)
 	}
 	return nil
+}
+
+// conflicting reports whether err says that an existing stream conflicts
+// with the declaration, which retrying cannot fix.
+func conflicting(err error) bool {
+	var conflict *jetstream.ConflictError
+	return errors.As(err, &conflict)
 }
 
 // batchRetryInterval is how long the publisher keeps to message-by-message
