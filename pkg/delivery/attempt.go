@@ -61,12 +61,20 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	if wait := w.settleWait(j, now); wait > 0 {
 		return result{job: j, disp: retryHere, at: now, delay: wait}
 	}
+	// Nor given up on while such a claim is young: its worker may only be
+	// cut off from this one, and write its record when back (giveUpHold).
+	giveUp := func(l letter, fallback bool) result {
+		if wait := w.silentClaimWait(e, now); wait > 0 {
+			return w.waitForSilentHolder(j, e, l.reason, now)
+		}
+		return w.giveUp(ctx, j, target, l, fallback)
+	}
 	if d, ok := w.store.state.deadRecipient(target); ok && !w.retryDead(j, target, d) {
-		return w.giveUp(ctx, j, target, letter{reason: d.Reason, code: d.Code,
+		return giveUp(letter{reason: d.Reason, code: d.Code,
 			description: fmt.Sprintf("recipient %s was found dead at %s: %s", target, d.At.Format(time.RFC3339), d.Description)}, true)
 	}
 	if j.n.Expired(now) {
-		return w.giveUp(ctx, j, target, letter{reason: ReasonExpired,
+		return giveUp(letter{reason: ReasonExpired,
 			description: "notification expired at " + j.n.ExpiresAt.Format(time.RFC3339) + " before it could be sent"}, false)
 	}
 	past := w.attemptsSoFar(ctx, j)
@@ -75,15 +83,15 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	case past.done:
 		// Given up on before, and the termination was lost: never one more
 		// request, the next channel may have it by now.
-		return w.giveUp(ctx, j, target, letter{reason: past.reason, description: "given up on before; repeated"}, true)
+		return giveUp(letter{reason: past.reason, description: "given up on before; repeated"}, true)
 	case prior >= w.cfg.MaxAttempts:
 		// Out of attempts already: a redelivery after the worker gave up
 		// and then died before terminating the message.
-		return w.giveUp(ctx, j, target, letter{reason: ReasonMaxAttempts, attempts: prior,
+		return giveUp(letter{reason: ReasonMaxAttempts, attempts: prior,
 			description: fmt.Sprintf("%d failed attempts", prior)}, true)
 	}
 	if dl := w.fallbackDeadline(j); !dl.IsZero() && !now.Before(dl) {
-		return w.giveUp(ctx, j, target, letter{reason: ReasonFallbackTimeout, attempts: prior,
+		return giveUp(letter{reason: ReasonFallbackTimeout, attempts: prior,
 			description: fmt.Sprintf("not delivered on %s within %v", w.name, dl.Sub(j.since).Round(time.Second))}, true)
 	}
 	// The send claim: from here a cancel is too late, until the claim is
@@ -256,6 +264,18 @@ func (w *Worker) waitForHolder(j *job, claim *entry, now time.Time) result {
 	w.m.heldOff.Inc()
 	w.log.Info("another worker is sending this notification; waiting for its record", "key", j.n.Key, "seq", j.seq,
 		"holder", claim.rec.ClaimedBy, "claimed_at", claim.rec.ClaimedAt, "retry_in", stateRetry)
+	return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+}
+
+// waitForSilentHolder puts back a job this worker would give up on (for
+// reason) while a young send claim of another worker that does not answer
+// may still become a delivery record (silentClaimWait): at the next attempt
+// the record, the claim's worker answering again, or the claim grown old
+// decides.
+func (w *Worker) waitForSilentHolder(j *job, claim *entry, reason string, now time.Time) result {
+	w.m.heldOff.Inc()
+	w.log.Info("another worker's send claim may still become a delivery: not giving up yet", "key", j.n.Key, "seq", j.seq,
+		"reason", reason, "holder", claim.rec.ClaimedBy, "claimed_at", claim.rec.ClaimedAt, "retry_in", stateRetry)
 	return result{job: j, disp: retryHere, at: now, delay: stateRetry}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,6 +69,7 @@ func (w *Worker) priorityGroup() string {
 // (consumer deleted and re-created by an operator, say).
 func (w *Worker) consume(ctx context.Context) {
 	delay := 100 * time.Millisecond
+	var quietWarned atomic.Int64 // when consumeErrLevel last let a lost pull request warn
 	for ctx.Err() == nil {
 		errs := make(chan error, 1)
 		expiry := w.pullExpiry()
@@ -97,7 +100,7 @@ func (w *Worker) consume(ctx context.Context) {
 					default:
 					}
 				}
-				w.log.Warn("consume error", "err", err)
+				w.log.Log(ctx, w.consumeErrLevel(err, &quietWarned), "consume error", "err", err)
 			}))
 		if err != nil {
 			w.log.Error("cannot consume; retrying", "err", err, "retry_in", delay)
@@ -134,6 +137,27 @@ func (w *Worker) consume(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// quietWarnEvery is how often a pull request lost or unanswered is logged
+// at WARN; the others of a streak are DEBUG.
+const quietWarnEvery = 30 * time.Second
+
+// consumeErrLevel is the level of a consume error. A pull request that got
+// no heartbeat or no responders (the consumer is electing a leader, or its
+// node is gone) is issued again every two heartbeats, so an election of
+// seconds would log a pair of warnings a second: the first is a WARN, the
+// others within quietWarnEvery are DEBUG. last holds when the first was.
+func (w *Worker) consumeErrLevel(err error, last *atomic.Int64) slog.Level {
+	if !errors.Is(err, natsjs.ErrNoHeartbeat) && !errors.Is(err, nats.ErrNoResponders) {
+		return slog.LevelWarn
+	}
+	now := w.now().UnixNano()
+	if prev := last.Load(); prev != 0 && now-prev < int64(quietWarnEvery) {
+		return slog.LevelDebug
+	}
+	last.Store(now)
+	return slog.LevelWarn
 }
 
 // sleepCtx waits d or until ctx ends, and reports whether ctx is still live.

@@ -68,3 +68,35 @@ func (w *Worker) heldElsewhere(ctx context.Context, rec DeliveryRecord) bool {
 	_, err := w.js.Conn().RequestWithContext(rctx, w.liveSubject(rec.ClaimedBy), nil)
 	return !errors.Is(err, nats.ErrNoResponders)
 }
+
+// giveUpHold bounds how long a send claim of another worker of this channel
+// that does not answer holds off giving up on its notification, from when it
+// was written: the request it announces (RequestTimeout), the record's write
+// and a reconnect. Such a worker may be gone, or only cut off from this one
+// for now (its node partitioned, its connection moving to another node): if
+// it sent, its record comes once it is back. Given up on meanwhile, the
+// notification moved to the next channel of its route, which sends it
+// again unless the record lands first. Found by the long chaos run on the
+// cluster (bug 35): the standby, handed four messages past their
+// fallback_after during an election, saw their claims, waited while the
+// claiming worker answered, and gave up on them the moment it did not; the
+// record came 0.4 s later. A send is not held off by such a claim (the
+// crash window of the delivery record, as before): only a give-up is.
+func (w *Worker) giveUpHold() time.Duration {
+	return w.cfg.RequestTimeout + recordTimeout + ReconnectSettle
+}
+
+// silentClaimWait says how much longer the entry e, read before an
+// attempt, holds off giving up on its notification: positive while it is a
+// send claim of another worker of this channel (one that did not answer,
+// or the attempt would be waiting for it) younger than giveUpHold.
+func (w *Worker) silentClaimWait(e *entry, now time.Time) time.Duration {
+	if e == nil || e.state() != StateSending {
+		return 0
+	}
+	rec := e.rec
+	if rec.ClaimedBy == "" || rec.ClaimedBy == w.id || rec.Channel != w.name {
+		return 0
+	}
+	return rec.ClaimedAt.Add(w.giveUpHold()).Sub(now)
+}
