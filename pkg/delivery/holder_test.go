@@ -13,6 +13,7 @@ import (
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/notify"
@@ -28,6 +29,18 @@ func putEntry(t *testing.T, kv natsjs.KeyValue, r delivery.DeliveryRecord) {
 	if _, err := kv.Put(context.Background(), delivery.RecordKey(r.Key), b); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// deliveredBucket starts and stops a worker, which provisions the
+// consumer and the buckets, and returns notify_delivered.
+func deliveredBucket(t *testing.T, env *testenv.Env, cfg delivery.Config, tg telegram.Config) natsjs.KeyValue {
+	t.Helper()
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg}).Stop(t)
+	kv, err := env.JS.KeyValue(context.Background(), jetstream.DefaultNames().BucketDelivered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }
 
 // answer makes the test answer on a worker id's live subject, as a live
@@ -53,12 +66,7 @@ func TestAClaimOfALiveWorkerHoldsTheSendOff(t *testing.T) {
 	t.Parallel()
 	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	ctx := context.Background()
-	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg}).Stop(t) // provisions the consumer and buckets
-	kv, err := env.JS.KeyValue(ctx, jetstream.DefaultNames().BucketDelivered)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := deliveredBucket(t, env, cfg, tg)
 	nc := env.JS.Conn()
 	now := time.Now().UTC()
 	claim := func(key string, chat, by string) delivery.DeliveryRecord {
@@ -112,12 +120,7 @@ func TestASilentClaimHoldsTheGiveUpOff(t *testing.T) {
 	cfg.FallbackTransactional = time.Millisecond // every message is past it at its first attempt
 	cfg.RequestTimeout = time.Second             // a claim holds a give-up off for 1 s + 5 s + 3 s
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	ctx := context.Background()
-	env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg}).Stop(t) // provisions the consumer and buckets
-	kv, err := env.JS.KeyValue(ctx, jetstream.DefaultNames().BucketDelivered)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := deliveredBucket(t, env, cfg, tg)
 	claimed := time.Now().UTC()
 	claim := func(key, chat string, at time.Time) delivery.DeliveryRecord {
 		return delivery.DeliveryRecord{Key: key, Channel: "telegram", Recipient: chat, State: delivery.StateSending,
