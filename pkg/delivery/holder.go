@@ -57,7 +57,7 @@ func (w *Worker) answerLiveness() (*nats.Subscription, error) {
 // this worker (an attempt of its own that failed and did not release its
 // claim) and of workers that are gone are taken over.
 func (w *Worker) heldElsewhere(ctx context.Context, rec DeliveryRecord) bool {
-	if rec.ClaimedBy == "" || rec.ClaimedBy == w.id || rec.Channel != w.name {
+	if !w.othersClaim(rec) {
 		return false
 	}
 	if w.now().Sub(rec.ClaimedAt) >= w.claimHold() {
@@ -94,9 +94,14 @@ func (w *Worker) silentClaimWait(e *entry, now time.Time) time.Duration {
 	if e == nil || e.state() != StateSending {
 		return 0
 	}
-	rec := e.rec
-	if rec.ClaimedBy == "" || rec.ClaimedBy == w.id || rec.Channel != w.name {
+	if !w.othersClaim(e.rec) {
 		return 0
 	}
-	return rec.ClaimedAt.Add(w.giveUpHold()).Sub(now)
+	return e.rec.ClaimedAt.Add(w.giveUpHold()).Sub(now)
+}
+
+// othersClaim reports whether rec names another worker of this channel as
+// its claim's owner (not a worker that predates claim owners, not this one).
+func (w *Worker) othersClaim(rec DeliveryRecord) bool {
+	return rec.ClaimedBy != "" && rec.ClaimedBy != w.id && rec.Channel == w.name
 }
