@@ -2,6 +2,7 @@ package system_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,6 +105,33 @@ func clusterSetup(t *testing.T) (*system.Cluster, *nats.Conn) {
 	return c, nc
 }
 
+// errNoSuitablePeers is JetStream's err_code for a placement that found
+// too few peers ("no suitable peers for placement").
+const errNoSuitablePeers = 10005
+
+// createReplicated creates a stream with several replicas. A meta leader
+// answers before it has heard from every node (the others' first reports
+// are still on their way on a busy machine), and until then it refuses a
+// three-replica placement with "no suitable peers"; the creation is
+// repeated on that answer only, as `tgnotify provision` is by the demo and
+// the chaos suite.
+func createReplicated(ctx context.Context, t *testing.T, js natsjs.JetStream, cfg natsjs.StreamConfig) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := js.CreateStream(ctx, cfg)
+		if err == nil {
+			return
+		}
+		var apiErr *natsjs.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != errNoSuitablePeers || time.Now().After(deadline) {
+			t.Fatalf("creating stream %s with %d replicas: %v", cfg.Name, cfg.Replicas, err)
+		}
+		t.Logf("creating stream %s: %v; trying again", cfg.Name, err)
+		<-time.After(200 * time.Millisecond) // the next try, while the meta leader hears from the nodes
+	}
+}
+
 // A three-replica stream on the local cluster keeps taking messages when
 // its leader steps down, when its leader is partitioned away (clients
 // refused there), and when its leader is killed; the node comes back on its
@@ -116,9 +144,7 @@ func TestClusterSurvivesLeaderLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3, Storage: natsjs.FileStorage}); err != nil {
-		t.Fatal(err)
-	}
+	createReplicated(ctx, t, js, natsjs.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3, Storage: natsjs.FileStorage})
 	publish := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
