@@ -130,7 +130,9 @@ func (e *events) start(ctx context.Context) {
 // that came while the last batch was being stored) go as one atomic batch
 // when there are at least minAtomicBatch and the stream takes batches: a
 // server with sync_interval: always then fsyncs once for them instead of
-// once each. Fewer, or a batch the server refuses (an event published
+// once each. A batch refused because the stream has no leader is published
+// again, whole, every leaderlessRetry until it is stored. Fewer events, or
+// a batch the server refuses for another reason (an event published
 // before, whose message id fails the whole batch), are published one by
 // one, asynchronously.
 func (e *events) run() {
@@ -164,8 +166,15 @@ func (e *events) run() {
 				return
 			}
 		}
-		if len(batch) >= minAtomicBatch && e.commit(batch) {
-			continue
+		if len(batch) >= minAtomicBatch {
+			var stored bool
+			if batch, stored = e.commitWhileLeaderless(batch); stored {
+				continue
+			}
+			if batch == nil {
+				close(e.acks)
+				return
+			}
 		}
 		for _, ev := range batch {
 			f, err := e.js.PublishMsgAsync(ev.msg)
@@ -183,9 +192,67 @@ func (e *events) run() {
 	}
 }
 
-// commit publishes batch as one atomic batch and reports whether the server
-// stored it; then each event is done.
-func (e *events) commit(batch []*pendingEvent) bool {
+// leaderlessRetry is how often events are published again while their
+// stream answers "no responders": it has no leader (an election, after its
+// leader's node was killed or cut off) or does not exist yet. The same
+// pace as the publisher's rounds: the first attempt after the new leader
+// comes within it, where a backoff grown over a 4–9 s election told the
+// application of deliveries seconds late and held their acks back as long.
+const leaderlessRetry = 250 * time.Millisecond
+
+// commitWhileLeaderless publishes batch as one atomic batch, and while the
+// stream has no leader publishes it again every leaderlessRetry, with the
+// events that queued meanwhile: nothing else can be stored, and one request
+// each time for the lot costs the server nothing (published one by one,
+// each event would be refused on its own). It returns the batch as it
+// stands, whether it was stored, and nil when the events are abandoned
+// (close). A batch refused for another reason is for the caller to publish
+// one by one.
+func (e *events) commitWhileLeaderless(batch []*pendingEvent) ([]*pendingEvent, bool) {
+	var since time.Time
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		err := e.commit(batch)
+		if err == nil {
+			if !since.IsZero() {
+				e.log.Info("events stored: their stream answers again", "stream", e.names.Stream, "events", len(batch),
+					"after", time.Since(since).Round(time.Millisecond))
+			}
+			return batch, true
+		}
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return batch, false
+		}
+		e.errors()
+		if since.IsZero() {
+			since = time.Now()
+			e.log.Warn("the events' stream has no leader; publishing the waiting events again every "+leaderlessRetry.String()+" until it answers",
+				"stream", e.names.Stream, "events", len(batch))
+		}
+		for wait := true; wait; wait = !e.connected() { // while disconnected nothing is published
+			t.Reset(leaderlessRetry)
+			select {
+			case <-t.C:
+			case <-e.stop:
+				return nil, false
+			}
+		}
+	more:
+		for len(batch) < maxRecordBatch {
+			select {
+			case ev := <-e.queue:
+				batch = append(batch, ev)
+			default:
+				break more
+			}
+		}
+	}
+}
+
+// commit publishes batch as one atomic batch; once the server stored it,
+// each event is done.
+func (e *events) commit(batch []*pendingEvent) error {
 	e.observe(len(batch))
 	ctx, cancel := context.WithTimeout(context.Background(), eventAckWait)
 	defer cancel()
@@ -199,8 +266,8 @@ func (e *events) commit(batch []*pendingEvent) bool {
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishNotEnabled && e.batches.CompareAndSwap(true, false) {
 			e.log.Warn("the events' stream no longer takes atomic batches; publishing events one by one", "stream", e.names.Stream)
 		}
-		e.log.Debug("a batch of events was not stored; publishing them one by one", "events", len(batch), "err", err)
-		return false
+		e.log.Debug("a batch of events was not stored", "events", len(batch), "err", err)
+		return err
 	}
 	for _, ev := range batch {
 		if ev.tries > 0 {
@@ -211,7 +278,7 @@ func (e *events) commit(batch []*pendingEvent) bool {
 			ev.stored()
 		}
 	}
-	return true
+	return nil
 }
 
 // confirm checks the PubAcks in publishing order.
@@ -242,7 +309,18 @@ func (e *events) confirm() {
 	}
 }
 
-// retry publishes ev again after a backoff (100 ms doubling to 5 s).
+// eventRetryDelay is how long an event refused or unanswered tries times, the
+// last time with err, waits before it is published again: leaderlessRetry
+// when the stream has no leader, so that it goes soon after the election;
+// otherwise 100 ms doubling to 5 s.
+func eventRetryDelay(tries int, err error) time.Duration {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrNoStreamResponse) {
+		return leaderlessRetry
+	}
+	return min(100*time.Millisecond<<min(tries-1, 6), 5*time.Second)
+}
+
+// retry publishes ev again after eventRetryDelay.
 func (e *events) retry(ev *pendingEvent, err error) {
 	e.errors()
 	if ev.tries == 0 {
@@ -250,7 +328,7 @@ func (e *events) retry(ev *pendingEvent, err error) {
 			"id", ev.msg.Header.Get(nats.MsgIdHdr), "err", err)
 	}
 	ev.tries++
-	delay := min(100*time.Millisecond<<min(ev.tries-1, 6), 5*time.Second)
+	delay := eventRetryDelay(ev.tries, err)
 	e.retries.Add(1)
 	go func() {
 		defer e.retries.Done()

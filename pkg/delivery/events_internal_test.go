@@ -202,3 +202,87 @@ func mustEventMsg(t *testing.T, e *events, key string) *nats.Msg {
 	e.pending.Add(-1)
 	return ev.msg
 }
+
+// asyncCountingJS counts the events published one by one.
+type asyncCountingJS struct {
+	natsjs.JetStream
+	async atomic.Int64
+}
+
+func (j *asyncCountingJS) PublishMsgAsync(m *nats.Msg, opts ...natsjs.PublishOpt) (natsjs.PubAckFuture, error) {
+	j.async.Add(1)
+	return j.JetStream.PublishMsgAsync(m, opts...)
+}
+
+// Events that wait while their stream has no leader (here it does not
+// exist: the same "no responders") are published again as one batch every
+// leaderlessRetry, never one by one, and stored once each as soon as the
+// stream answers. They used to fall back to one-by-one publishing, each
+// event with a backoff of its own doubling to 5 s: after a 4–9 s election
+// the application heard of deliveries, and the worker acked them, seconds
+// after the new leader.
+func TestEventsWaitingForALeaderGoAsOneBatch(t *testing.T) {
+	_, js, _, _ := eventsEnv(t)
+	ctx := context.Background()
+	counting := &asyncCountingJS{JetStream: js}
+	var attempts, largest atomic.Int64
+	e := newEvents(counting, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() {},
+		func(n int) {
+			attempts.Add(1)
+			if int64(n) > largest.Load() {
+				largest.Store(int64(n))
+			}
+		})
+	e.start(ctx)
+	if !e.batches.Load() {
+		t.Fatal("NOTIFY as provisioned does not take atomic batches")
+	}
+	if err := js.DeleteStream(ctx, jetstream.StreamNotify); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	var acked atomic.Int64
+	for i := range n {
+		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
+	}
+	go e.run()
+	natstest.WaitFor(t, 30*time.Second, func() bool { return attempts.Load() >= 3 }, "the batch refused three times")
+	for i := n; i < n+5; i++ { // events that come meanwhile join the batch
+		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool { return largest.Load() == n+5 }, "the later events in the batch")
+	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool { return acked.Load() == n+5 }, "every event's callback once the stream is back")
+	e.close(time.Second)
+	if got := storedEvents(t, js, jetstream.SubjectDelivered); got != n+5 {
+		t.Errorf("%d events stored, want %d", got, n+5)
+	}
+	if k := counting.async.Load(); k != 0 {
+		t.Errorf("%d events published one by one while the stream had no leader, want 0", k)
+	}
+}
+
+// An event refused because its stream has no leader is published again
+// after leaderlessRetry however often it was refused; other failures back
+// off from 100 ms to 5 s.
+func TestEventRetryDelay(t *testing.T) {
+	for _, tc := range []struct {
+		tries int
+		err   error
+		want  time.Duration
+	}{
+		{1, nats.ErrNoResponders, leaderlessRetry},
+		{9, nats.ErrNoResponders, leaderlessRetry},
+		{9, fmt.Errorf("publishing: %w", natsjs.ErrNoStreamResponse), leaderlessRetry},
+		{1, errNoPubAck, 100 * time.Millisecond},
+		{3, errNoPubAck, 400 * time.Millisecond},
+		{9, errNoPubAck, 5 * time.Second},
+		{9, nats.ErrTimeout, 5 * time.Second},
+	} {
+		if got := eventRetryDelay(tc.tries, tc.err); got != tc.want {
+			t.Errorf("eventRetryDelay(%d, %v) = %v, want %v", tc.tries, tc.err, got, tc.want)
+		}
+	}
+}
