@@ -149,14 +149,8 @@ func (e *events) run() {
 			close(e.acks)
 			return
 		}
-	more:
-		for e.batches.Load() && len(batch) < maxRecordBatch {
-			select {
-			case ev := <-e.queue:
-				batch = append(batch, ev)
-			default:
-				break more
-			}
+		if e.batches.Load() {
+			batch = e.gather(batch)
 		}
 		for !e.connected() {
 			select {
@@ -238,16 +232,22 @@ func (e *events) commitWhileLeaderless(batch []*pendingEvent) ([]*pendingEvent, 
 				return nil, false
 			}
 		}
-	more:
-		for len(batch) < maxRecordBatch {
-			select {
-			case ev := <-e.queue:
-				batch = append(batch, ev)
-			default:
-				break more
-			}
+		batch = e.gather(batch)
+	}
+}
+
+// gather appends the events waiting in the queue to batch, up to
+// maxRecordBatch.
+func (e *events) gather(batch []*pendingEvent) []*pendingEvent {
+	for len(batch) < maxRecordBatch {
+		select {
+		case ev := <-e.queue:
+			batch = append(batch, ev)
+		default:
+			return batch
 		}
 	}
+	return batch
 }
 
 // commit publishes batch as one atomic batch; once the server stored it,

@@ -155,9 +155,7 @@ func TestWaitingEventsAreStoredAsOneBatch(t *testing.T) {
 	js, e, batches := batchedEvents(t)
 	const n = 40
 	var acked atomic.Int64
-	for i := range n {
-		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
-	}
+	deliveredEvents(e, 0, n, &acked)
 	go e.run()
 	natstest.WaitFor(t, 10*time.Second, func() bool { return acked.Load() == n }, "every event's callback")
 	e.close(time.Second)
@@ -179,9 +177,7 @@ func TestABatchWithARepeatedEventIsPublishedOneByOne(t *testing.T) {
 	}
 	const n = 20
 	var acked atomic.Int64
-	for i := range n {
-		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
-	}
+	deliveredEvents(e, 0, n, &acked)
 	go e.run()
 	natstest.WaitFor(t, 10*time.Second, func() bool { return acked.Load() == n }, "every event's callback")
 	e.close(time.Second)
@@ -190,6 +186,14 @@ func TestABatchWithARepeatedEventIsPublishedOneByOne(t *testing.T) {
 	}
 	if got := storedEvents(t, js, jetstream.SubjectDelivered); got != n {
 		t.Fatalf("%d events stored, want %d (the repeat dropped)", got, n)
+	}
+}
+
+// deliveredEvents queues the delivered events of orders from..to-1, each
+// counting in acked once stored.
+func deliveredEvents(e *events, from, to int, acked *atomic.Int64) {
+	for i := from; i < to; i++ {
+		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
 	}
 }
 
@@ -242,14 +246,10 @@ func TestEventsWaitingForALeaderGoAsOneBatch(t *testing.T) {
 	}
 	const n = 40
 	var acked atomic.Int64
-	for i := range n {
-		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
-	}
+	deliveredEvents(e, 0, n, &acked)
 	go e.run()
 	natstest.WaitFor(t, 30*time.Second, func() bool { return attempts.Load() >= 3 }, "the batch refused three times")
-	for i := n; i < n+5; i++ { // events that come meanwhile join the batch
-		e.delivered(fmt.Sprintf("order:%d:accepted", i), "telegram", "100", "7", time.Now(), func() { acked.Add(1) })
-	}
+	deliveredEvents(e, n, n+5, &acked) // events that come meanwhile join the batch
 	natstest.WaitFor(t, 30*time.Second, func() bool { return largest.Load() == n+5 }, "the later events in the batch")
 	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
 		t.Fatal(err)
