@@ -109,7 +109,9 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 	if spec.Register != nil {
 		spec.Register(cs, w)
 	}
-	config.Int(cs, &w.MaxInFlight, "max-in-flight", def.MaxInFlight, "concurrent requests to the provider").Check(config.AtLeast(1))
+	config.Int(cs, &w.MaxInFlight, "max-in-flight", def.MaxInFlight,
+		fmt.Sprintf("concurrent requests to the provider; 0: the channel's rate × %v, %d to %d (16 for Telegram's 30 msg/s, 100 with -paid-broadcast)",
+			delivery.InFlightHorizon, delivery.DefaultMaxInFlight, delivery.MaxDerivedInFlight)).Check(config.NotNegative)
 	config.Int(cs, &w.MaxAttempts, "max-attempts", def.MaxAttempts, "transient failures before a notification moves to the next channel of its route (or is dead-lettered) as max_attempts").Check(config.AtLeast(1))
 	base := config.Duration(cs, &w.BackoffBase, "backoff-base", def.BackoffBase, "first retry delay ceiling; doubles per attempt, full jitter").Check(config.Positive)
 	config.Duration(cs, &w.BackoffCap, "backoff-cap", def.BackoffCap, "largest retry delay ceiling").Check(config.AtLeastFlag(base))
@@ -283,7 +285,8 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 		})},
 	}).Handler(), log, s.http.Options()...)
 	lim := ch.Limits()
-	log.Info(name+" starting", "version", version, "pprof", s.http.Pprof, "nats", jetstream.RedactURL(s.NATS.ServerURLs()), "rate", float64(lim.Rate))
+	log.Info(name+" starting", "version", version, "pprof", s.http.Pprof, "nats", jetstream.RedactURL(s.NATS.ServerURLs()), "rate", float64(lim.Rate),
+		"max_in_flight", w.MaxInFlight())
 	err = g.Run()
 	switch {
 	case daemon.SignalStopped(err):

@@ -145,6 +145,10 @@ type Worker struct {
 	stats statsView
 }
 
+// MaxInFlight is how many attempts the worker runs at once: the
+// configured MaxInFlight, or the one derived from the channel's rate.
+func (w *Worker) MaxInFlight() int { return w.cfg.MaxInFlight }
+
 // New checks the configuration and builds a worker.
 func New(cfg Config, d Deps) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
@@ -162,6 +166,9 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	lim := d.Channel.Limits()
 	if err := lim.Validate(); err != nil {
 		return nil, fmt.Errorf("worker: channel %s: %w", d.Channel.Name(), err)
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = InFlightFor(lim.Rate)
 	}
 	if cfg.AckWait == 0 {
 		cfg.AckWait = DefaultAckWait
