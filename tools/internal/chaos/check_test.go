@@ -508,7 +508,8 @@ func TestEvaluateStreamOrder(t *testing.T) {
 
 // A request inside a pause is explained only when every pause it was sent
 // in was announced to a telegram worker killed after sending the answered
-// request and before the 429 was written.
+// request and before it could react to the 429: before the 429 was
+// written, or within emulator.SenderReactionTime after.
 func TestEvaluatePauseAnnouncedToAKilledWorker(t *testing.T) {
 	const pid = 4242
 	inPause := func(w *world, kill KillRecord, count int64) Result {
@@ -531,11 +532,18 @@ func TestEvaluatePauseAnnouncedToAKilledWorker(t *testing.T) {
 	if pauseFailed(r) || r.Figures.SentInPauseToDeadSender != 1 {
 		t.Errorf("killed between the request and its 429: failed %v, explained %d; want passed, 1", failed(r), r.Figures.SentInPauseToDeadSender)
 	}
+	w = newWorld(t)
+	r = inPause(w, KillRecord{Process: workerName(0), Pid: pid, At: w.at(1100).Add(emulator.SenderReactionTime - time.Millisecond)}, 1)
+	if pauseFailed(r) || r.Figures.SentInPauseToDeadSender != 1 {
+		t.Errorf("killed %v after its 429 was written: failed %v, explained %d; want passed, 1",
+			emulator.SenderReactionTime-time.Millisecond, failed(r), r.Figures.SentInPauseToDeadSender)
+	}
 	for name, tt := range map[string]struct {
 		kill  KillRecord
 		count int64
 	}{
 		"killed after the 429 was written": {KillRecord{Process: workerName(0), Pid: pid, At: w.at(1150)}, 1},
+		"killed as it could have reacted":  {KillRecord{Process: workerName(0), Pid: pid, At: w.at(1100).Add(emulator.SenderReactionTime)}, 1},
 		"killed before the request":        {KillRecord{Process: workerName(0), Pid: pid, At: w.at(900)}, 1},
 		"another worker killed":            {KillRecord{Process: workerName(1), Pid: pid + 7, At: w.at(1050)}, 1},
 		"the publisher killed":             {KillRecord{Process: namePublisher, Pid: pid, At: w.at(1050)}, 1},
