@@ -74,6 +74,8 @@ type events struct {
 	batches atomic.Bool
 	// observe receives the size of every atomic batch (a metric).
 	observe func(n int)
+	// atomic publishes an atomic batch: commitAtomic, or a test's.
+	atomic func(context.Context, natsjs.JetStream, []*nats.Msg) (*jetstreamext.BatchAck, error)
 
 	queue   chan *pendingEvent  // to publish: new events and retries
 	acks    chan publishedEvent // published, PubAck not checked yet
@@ -113,7 +115,7 @@ var errNoPubAck = errors.New("no PubAck within " + eventAckWait.String())
 const eventQueue = 65536
 
 func newEvents(js natsjs.JetStream, names jetstream.Names, channel string, log *slog.Logger, onError func(), observe func(int)) *events {
-	e := &events{js: js, names: names, channel: channel, log: log, errors: onError, observe: observe,
+	e := &events{js: js, names: names, channel: channel, log: log, errors: onError, observe: observe, atomic: commitAtomic,
 		connected: func() bool { return js.Conn().IsConnected() },
 		queue:     make(chan *pendingEvent, eventQueue), acks: make(chan publishedEvent, 4096), stop: make(chan struct{})}
 	e.done.Add(2) // run and confirm; close waits for both
@@ -200,10 +202,13 @@ const leaderlessRetry = 250 * time.Millisecond
 // each time for the lot costs the server nothing (published one by one,
 // each event would be refused on its own). It returns the batch as it
 // stands, whether it was stored, and nil when the events are abandoned
-// (close). A batch refused for another reason is for the caller to publish
-// one by one.
+// (close). A batch cut short (batchCutShort: the leader came or changed
+// while it was being sent) is published again at once, up to
+// maxBatchCutShort times in a row. A batch refused for another reason is
+// for the caller to publish one by one.
 func (e *events) commitWhileLeaderless(batch []*pendingEvent) ([]*pendingEvent, bool) {
 	var since time.Time
+	cut := 0 // batches cut short in a row
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -215,9 +220,16 @@ func (e *events) commitWhileLeaderless(batch []*pendingEvent) ([]*pendingEvent, 
 			}
 			return batch, true
 		}
+		if batchCutShort(err) && cut < maxBatchCutShort {
+			cut++
+			e.log.Info("a batch of events was cut short (its stream's leader came or changed while it was sent); publishing it again",
+				"stream", e.names.Stream, "events", len(batch), "err", err)
+			continue
+		}
 		if !errors.Is(err, nats.ErrNoResponders) {
 			return batch, false
 		}
+		cut = 0
 		e.errors()
 		if since.IsZero() {
 			since = time.Now()
@@ -234,6 +246,28 @@ func (e *events) commitWhileLeaderless(batch []*pendingEvent) ([]*pendingEvent, 
 		}
 		batch = e.gather(batch)
 	}
+}
+
+// maxBatchCutShort bounds how often in a row a batch cut short is
+// published again at once before its events go one by one.
+const maxBatchCutShort = 3
+
+// batchCutShort reports whether err refused a batch whose beginning its
+// stream never saw: the stream got a leader (or a new one) while the batch
+// was being sent, and the messages before it went nowhere. Nothing of the
+// batch is stored, and the same batch sent again whole is taken: it used to
+// fall back to one-by-one publishing (found by CI, when the stream came
+// back in the middle of a batch).
+func batchCutShort(err error) bool {
+	var apiErr *natsjs.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case jetstreamext.JSErrCodeBatchPublishIncomplete, jetstreamext.JSErrCodeBatchPublishMissingSeq:
+		return true
+	}
+	return false
 }
 
 // gather appends the events waiting in the queue to batch, up to
@@ -260,7 +294,7 @@ func (e *events) commit(batch []*pendingEvent) error {
 	for i, ev := range batch {
 		msgs[i] = ev.msg
 	}
-	_, err := commitAtomic(ctx, e.js, msgs)
+	_, err := e.atomic(ctx, e.js, msgs)
 	if err != nil {
 		var apiErr *natsjs.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishNotEnabled && e.batches.CompareAndSwap(true, false) {

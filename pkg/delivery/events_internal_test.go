@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -251,6 +252,9 @@ func TestEventsWaitingForALeaderGoAsOneBatch(t *testing.T) {
 	natstest.WaitFor(t, 30*time.Second, func() bool { return attempts.Load() >= 3 }, "the batch refused three times")
 	deliveredEvents(e, n, n+5, &acked) // events that come meanwhile join the batch
 	natstest.WaitFor(t, 30*time.Second, func() bool { return largest.Load() == n+5 }, "the later events in the batch")
+	if k := counting.async.Load(); k != 0 {
+		t.Errorf("%d events published one by one while the stream had no leader, want 0", k)
+	}
 	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
 		t.Fatal(err)
 	}
@@ -259,8 +263,56 @@ func TestEventsWaitingForALeaderGoAsOneBatch(t *testing.T) {
 	if got := storedEvents(t, js, jetstream.SubjectDelivered); got != n+5 {
 		t.Errorf("%d events stored, want %d", got, n+5)
 	}
-	if k := counting.async.Load(); k != 0 {
-		t.Errorf("%d events published one by one while the stream had no leader, want 0", k)
+}
+
+// A batch cut short — its stream got a leader while it was being sent, and
+// refused the commit of a batch whose beginning it never saw — is sent
+// again whole at once, not one event at a time (found by CI: the stream
+// came back in the middle of a batch, and every waiting event went one by
+// one). Cut short more than maxBatchCutShort times in a row, the events go
+// one by one, and are stored all the same.
+func TestBatchCutShortIsSentAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cuts    int
+		byOne   bool
+		refusal error
+	}{
+		{"after an election", 1, false, &natsjs.APIError{Code: 400, ErrorCode: jetstreamext.JSErrCodeBatchPublishIncomplete}},
+		{"a sequence missing", maxBatchCutShort, false, &natsjs.APIError{Code: 400, ErrorCode: jetstreamext.JSErrCodeBatchPublishMissingSeq}},
+		{"cut short again and again", maxBatchCutShort + 1, true, &natsjs.APIError{Code: 400, ErrorCode: jetstreamext.JSErrCodeBatchPublishIncomplete}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, js, _, _ := eventsEnv(t)
+			counting := &asyncCountingJS{JetStream: js}
+			e := newEvents(counting, jetstream.DefaultNames(), "telegram", slog.New(slog.NewTextHandler(io.Discard, nil)), func() {}, func(int) {})
+			e.start(context.Background())
+			var calls atomic.Int64
+			e.atomic = func(ctx context.Context, js natsjs.JetStream, msgs []*nats.Msg) (*jetstreamext.BatchAck, error) {
+				switch c := calls.Add(1); {
+				case c == 1:
+					return nil, nats.ErrNoResponders // no leader yet
+				case c <= int64(1+tc.cuts):
+					return nil, tc.refusal
+				}
+				return commitAtomic(ctx, js, msgs)
+			}
+			const n = 20
+			var acked atomic.Int64
+			deliveredEvents(e, 0, n, &acked)
+			go e.run()
+			natstest.WaitFor(t, 30*time.Second, func() bool { return acked.Load() == n }, "every event's callback")
+			e.close(time.Second)
+			if got := storedEvents(t, js, jetstream.SubjectDelivered); got != n {
+				t.Errorf("%d events stored, want %d", got, n)
+			}
+			if k := counting.async.Load(); tc.byOne != (k > 0) {
+				t.Errorf("%d events published one by one after %d cuts, want one by one: %v", k, tc.cuts, tc.byOne)
+			}
+			if !tc.byOne && calls.Load() != int64(2+tc.cuts) {
+				t.Errorf("%d batches sent, want %d", calls.Load(), 2+tc.cuts)
+			}
+		})
 	}
 }
 

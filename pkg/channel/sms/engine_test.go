@@ -175,14 +175,20 @@ func TestEngineDeliversBySMS(t *testing.T) {
 		_, err := res.Chats.Get(context.Background(), sms.Name+".dead."+deadToken)
 		return err == nil
 	}, "the dead recipient to be remembered")
-	entry, err := res.Delivered.Get(context.Background(), delivery.RecordKey(long.Key))
-	if err != nil {
-		t.Fatalf("no delivery record for %s: %v", long.Key, err)
-	}
+	// The send's claim is replaced by the delivery record after the
+	// message was created: wait for the record, not for the claim.
 	var rec delivery.DeliveryRecord
-	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
-		t.Fatal(err)
-	}
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		entry, err := res.Delivered.Get(context.Background(), delivery.RecordKey(long.Key))
+		if err != nil {
+			return false
+		}
+		rec = delivery.DeliveryRecord{}
+		if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+			t.Fatalf("the delivery record of %s: %v", long.Key, err)
+		}
+		return rec.State == ""
+	}, "the delivery record of "+long.Key)
 	if rec.ProviderID != m.SID || rec.Recipient != "p"+notify.HashAddress(phone) {
 		t.Errorf("delivery record %+v, want the message sid %s and the recipient's token", rec, m.SID)
 	}
