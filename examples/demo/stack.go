@@ -233,7 +233,8 @@ func (d *demo) startStack(ctx context.Context) (*stack, error) {
 		err = start(1, func(ports []int) (procs.Spec, string, error) {
 			url := "http://" + procs.Addr(ports[0])
 			s.workerURLs[w.channel] = url
-			args := append(append([]string{"-nats", s.natsURL, "-http", procs.Addr(ports[0]), "-stats-interval", "1s"}, s.declarationArgs()...), w.args...)
+			args := append(append([]string{"-nats", s.natsURL, "-http", procs.Addr(ports[0]), "-stats-interval", "1s",
+				"-pause-file", filepath.Join(dataDir, name+".pause")}, s.declarationArgs()...), w.args...)
 			return procs.Spec{Name: name, Path: d.binPath(name), Args: args, Env: w.env, Unset: w.unset}, url + "/readyz", nil
 		})
 		if err != nil {

@@ -156,6 +156,14 @@ type Config struct {
 	// costs more than it saves. Default false: batches when notify_delivered
 	// (records and claims) and NOTIFY (events) take them.
 	SingleRecordWrites bool
+
+	// PauseFile, when set, is a file on the worker's host where it keeps
+	// the 429 pauses it announces, besides notify_chats, and from which it
+	// reads the last one at start (pausefile.go): a worker restarted in
+	// place after a kill then knows a pause the bucket could not store
+	// before the kill. One file per worker process; its directory must
+	// exist. Default empty: no file.
+	PauseFile string
 }
 
 // DefaultConfig returns the configuration with every default filled in.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,4 +239,46 @@ func TestStandbyThatCannotReadTheConsumerLearnsThePause(t *testing.T) {
 	natstest.WaitFor(t, 10*time.Second, func() bool { return b.Stats().PausedUntil != nil }, "the blind standby learning the pause")
 	blind.Store(false)
 	activeDiesInThePause(t, env, ncA)
+}
+
+// The active worker hits a 429, cannot write the pause to the shared state,
+// and dies with no standby running; the worker started in its place with
+// the same pause file sends nothing inside the pause, and stores it for the
+// other workers. Found by CI's cluster chaos run on 720c00f: notify_chats'
+// leader was cut off, the worker was killed 2.35 s after the 429, and its
+// successor sent 7 requests inside the pause.
+func TestRestartedWorkerKeepsThePauseFromItsFile(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	cfg.PauseFile = filepath.Join(t.TempDir(), "telegram-worker.pause")
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
+	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncA.Close)
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings, NC: ncA,
+		WrapChats: func(kv natsjs.KeyValue) natsjs.KeyValue { return noPauseWrites{kv} }})
+	env.Publish(note("warmup", 300, "0"))
+	waitDelivered(t, env, 1)
+	if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 6}); err != nil {
+		t.Fatal(err)
+	}
+	env.Publish(note("k:1", 100, "1"))
+	natstest.WaitFor(t, 10*time.Second, func() bool { return a.Stats().RateLimited == 1 }, "the active worker's 429")
+	ncA.Close() // the active worker dies; nothing else knows of the pause
+
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+	if b.Stats().PausedUntil == nil {
+		t.Error("the restarted worker does not know the pause from its file")
+	}
+	env.Publish(note("k:2", 200, "2"))
+	natstest.WaitFor(t, 30*time.Second, func() bool { return env.Emu.Stats().Delivered == 3 }, "both delivered after the pause")
+	if s := env.Emu.Stats(); s.SentInAnyPause != 0 {
+		t.Fatalf("%d requests sent inside the announced pause, want 0", s.SentInAnyPause)
+	}
+	if _, err := b.Resources.Chats.Get(context.Background(), "pause.bot"); err != nil {
+		t.Errorf("the restarted worker did not store the pause in notify_chats: %v", err)
+	}
 }

@@ -29,10 +29,13 @@ type persister struct {
 	// longest is the pause that ends last of those queued (pause's caller,
 	// the dispatcher, owns it).
 	longest pause
+	// file, when not nil, keeps each pause on the host before it is
+	// queued for the bucket.
+	file *pauseFile
 }
 
-func newPersister(state *sharedState, connected func() bool, log *slog.Logger) *persister {
-	p := &persister{state: state, connected: connected, log: log, ch: make(chan stateWrite, 4096), done: make(chan struct{})}
+func newPersister(state *sharedState, file *pauseFile, connected func() bool, log *slog.Logger) *persister {
+	p := &persister{state: state, file: file, connected: connected, log: log, ch: make(chan stateWrite, 4096), done: make(chan struct{})}
 	p.ctx, p.stop = context.WithCancel(context.Background())
 	return p
 }
@@ -52,13 +55,17 @@ func (p *persister) hold(c holdChange) {
 // any order: written as they came, the shorter one, written last, replaced
 // the longer one in the bucket, and a worker started after this one died
 // sent inside the longer pause (found by the long chaos run: a 6 s pause
-// stored as 3 s). The bucket is only ever extended here.
+// stored as 3 s). The bucket is only ever extended here. The pause file,
+// when there is one, is written first, at once: the bucket's write can
+// wait seconds for a leader, and a worker killed meanwhile leaves the
+// pause to the process restarted in its place only there.
 func (p *persister) pause(v pause) {
 	p.state.setPauseLocal(v)
 	if !v.Until.After(p.longest.Until) {
 		return
 	}
 	p.longest = v
+	p.file.save(v)
 	p.queue(stateWrite{pause: v})
 }
 

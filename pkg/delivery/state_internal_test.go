@@ -192,7 +192,7 @@ func (k *putsKV) Put(_ context.Context, key string, value []byte) (uint64, error
 func TestPersisterStoresTheLongestPause(t *testing.T) {
 	kv := &putsKV{puts: map[string][]byte{}}
 	s := newSharedState(kv, "telegram", slog.New(slog.DiscardHandler), nil)
-	p := newPersister(s, func() bool { return true }, slog.New(slog.DiscardHandler))
+	p := newPersister(s, nil, func() bool { return true }, slog.New(slog.DiscardHandler))
 	go p.run()
 	now := time.Now()
 	long := pause{Until: now.Add(6 * time.Second), Reason: "429 for recipient 2"}

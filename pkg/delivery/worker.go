@@ -228,7 +228,18 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	}
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
 	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
-	w.persist = newPersister(state, func() bool { return d.JS.Conn().IsConnected() }, log)
+	pauses, last, err := openPauseFile(cfg.PauseFile, name, log)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	w.persist = newPersister(state, pauses, func() bool { return d.JS.Conn().IsConnected() }, log)
+	if now := d.Now(); last.Until.After(now) {
+		// A pause the last process announced here and may not have stored
+		// in notify_chats before it died: honour it, and store it.
+		log.Warn("a 429 pause announced by the last worker on this host is still on: sending nothing until it ends",
+			"until", last.Until, "left", last.Until.Sub(now).Round(time.Millisecond), "reason", last.Reason, "file", cfg.PauseFile)
+		w.PauseUntil(last.Until, last.Reason)
+	}
 	w.events = newEvents(d.JS, w.names, name, log, w.m.eventErrors.Inc, func(n int) { w.m.eventBatch.Observe(float64(n)) })
 	w.degrade = newDegrader(cfg, lim.Rate)
 	w.pace = newPacer(lim.Rate)

@@ -492,6 +492,10 @@ func TestSystemdUnits(t *testing.T) {
 				if !strings.Contains(u.get("Unit", "After"), "tgnotify-provision.service") {
 					t.Error("not After=tgnotify-provision.service")
 				}
+				if strings.HasSuffix(name, "-worker.service") &&
+					(!strings.Contains(start, "-pause-file ${STATE_DIRECTORY}/") || u.get("Service", "StateDirectory") == "") {
+					t.Errorf("ExecStart %q: a worker keeps its 429 pauses in its StateDirectory (-pause-file ${STATE_DIRECTORY}/...), for the process restarted in its place", start)
+				}
 				if !strings.Contains(start, "-provision=false") {
 					t.Errorf("ExecStart %q: a daemon under its least-privilege NATS user runs with -provision=false", start)
 				}

@@ -479,10 +479,12 @@ func (s *sut) startPublisher(ctx context.Context) error {
 }
 
 // workerArgs are the flags every worker process gets: NATS, its HTTP port,
-// the declaration, the run's timers and fallback_after.
-func (s *sut) workerArgs(port int) []string {
+// the declaration, the run's timers and fallback_after, and a pause file of
+// its own (kept across its restarts, as the systemd units keep it in the
+// state directory).
+func (s *sut) workerArgs(name string, port int) []string {
 	return append([]string{
-		"-nats", s.natsURL, "-http", procs.Addr(port),
+		"-nats", s.natsURL, "-http", procs.Addr(port), "-pause-file", filepath.Join(s.dataDir, name+".pause"),
 		"-stats-interval", "1s", "-shutdown-timeout", "5s", "-jetstream-config", s.declaration,
 		"-fallback-after-transactional", s.cfg.Channels.FallbackAfter.String(),
 		"-log-level", s.cfg.WorkerLogLevel,
@@ -493,7 +495,7 @@ func (s *sut) workerArgs(port int) []string {
 func (s *sut) channelWorkerSpec(channel string) func(port int) (procs.Spec, string) {
 	return func(port int) (procs.Spec, string) {
 		c := s.cfg.Channels
-		args := s.workerArgs(port)
+		args := s.workerArgs(channelWorkerName(channel), port)
 		var env []string
 		switch channel {
 		case "max":
@@ -522,7 +524,7 @@ func (s *sut) startChannelWorker(ctx context.Context, channel string) error {
 // workerSpec is telegram worker i on port.
 func (s *sut) workerSpec(i int) func(port int) (procs.Spec, string) {
 	return func(port int) (procs.Spec, string) {
-		args := append(s.workerArgs(port), "-telegram-api", s.emulatorURL)
+		args := append(s.workerArgs(workerName(i), port), "-telegram-api", s.emulatorURL)
 		return procs.Spec{Name: workerName(i), Path: s.bin("telegram-worker"), Args: args,
 				Env: []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}, Unset: s.unset},
 			"http://" + procs.Addr(port) + "/healthz"
