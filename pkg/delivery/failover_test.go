@@ -157,8 +157,24 @@ func (k noPauseWrites) Put(ctx context.Context, key string, v []byte) (uint64, e
 // announce a bot-wide pause to the active worker.
 func pausedActive(t *testing.T, standby func(*testenv.WorkerOptions)) (env *testenv.Env, ncA *nats.Conn, b *testenv.Worker) {
 	t.Helper()
+	env, ncA, a, o := unpausableActive(t, "")
+	if standby != nil {
+		standby(&o)
+	}
+	b = env.StartWorker(o)
+	announcePause(t, env, a)
+	return env, ncA, b
+}
+
+// unpausableActive starts a pinned worker (with pauseFile) that cannot
+// store a 429 pause in the shared state, on a connection the test closes
+// to kill it, and returns the options of another worker of the same
+// settings.
+func unpausableActive(t *testing.T, pauseFile string) (*testenv.Env, *nats.Conn, *testenv.Worker, testenv.WorkerOptions) {
+	t.Helper()
 	lim, cfg, tg := fastLimits()
-	env = testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	cfg.PauseFile = pauseFile
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
 	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
 	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
 	if err != nil {
@@ -169,18 +185,18 @@ func pausedActive(t *testing.T, standby func(*testenv.WorkerOptions)) (env *test
 		WrapChats: func(kv natsjs.KeyValue) natsjs.KeyValue { return noPauseWrites{kv} }})
 	env.Publish(note("warmup", 300, "0")) // pins the first worker
 	waitDelivered(t, env, 1)
-	o := testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings}
-	if standby != nil {
-		standby(&o)
-	}
-	b = env.StartWorker(o)
+	return env, ncA, a, testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings}
+}
 
+// announcePause has the emulator answer the active worker a with a 6 s
+// bot-wide pause.
+func announcePause(t *testing.T, env *testenv.Env, a *testenv.Worker) {
+	t.Helper()
 	if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 6}); err != nil {
 		t.Fatal(err)
 	}
 	env.Publish(note("k:1", 100, "1"))
 	natstest.WaitFor(t, 10*time.Second, func() bool { return a.Stats().RateLimited == 1 }, "the active worker's 429")
-	return env, ncA, b
 }
 
 // activeDiesInThePause kills the active worker of pausedActive and checks
@@ -249,27 +265,11 @@ func TestStandbyThatCannotReadTheConsumerLearnsThePause(t *testing.T) {
 // successor sent 7 requests inside the pause.
 func TestRestartedWorkerKeepsThePauseFromItsFile(t *testing.T) {
 	t.Parallel()
-	lim, cfg, tg := fastLimits()
-	cfg.PauseFile = filepath.Join(t.TempDir(), "telegram-worker.pause")
-	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
-	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ncA.Close)
-	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings, NC: ncA,
-		WrapChats: func(kv natsjs.KeyValue) natsjs.KeyValue { return noPauseWrites{kv} }})
-	env.Publish(note("warmup", 300, "0"))
-	waitDelivered(t, env, 1)
-	if err := env.Emu.OpenPause(emulator.PauseRequest{Scope: emulator.ScopeBot, RetryAfter: 6}); err != nil {
-		t.Fatal(err)
-	}
-	env.Publish(note("k:1", 100, "1"))
-	natstest.WaitFor(t, 10*time.Second, func() bool { return a.Stats().RateLimited == 1 }, "the active worker's 429")
+	env, ncA, a, o := unpausableActive(t, filepath.Join(t.TempDir(), "telegram-worker.pause"))
+	announcePause(t, env, a)
 	ncA.Close() // the active worker dies; nothing else knows of the pause
 
-	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+	b := env.StartWorker(o)
 	if b.Stats().PausedUntil == nil {
 		t.Error("the restarted worker does not know the pause from its file")
 	}
