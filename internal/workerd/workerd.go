@@ -109,9 +109,13 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 	if spec.Register != nil {
 		spec.Register(cs, w)
 	}
-	config.Int(cs, &w.MaxInFlight, "max-in-flight", def.MaxInFlight,
-		fmt.Sprintf("concurrent requests to the provider; 0: the channel's rate × %v, %d to %d (16 for Telegram's 30 msg/s, 100 with -paid-broadcast)",
-			delivery.InFlightHorizon, delivery.DefaultMaxInFlight, delivery.MaxDerivedInFlight)).Check(config.NotNegative)
+	inFlight := fmt.Sprintf("concurrent requests to the provider; 0: the channel's rate × %v, %d to %d (%d up to %v msg/s)",
+		delivery.InFlightHorizon, delivery.DefaultMaxInFlight, delivery.MaxDerivedInFlight,
+		delivery.DefaultMaxInFlight, float64(delivery.DefaultMaxInFlight)/delivery.InFlightHorizon.Seconds())
+	if spec.Channel == "telegram" {
+		inFlight += "; 100 with -paid-broadcast"
+	}
+	config.Int(cs, &w.MaxInFlight, "max-in-flight", def.MaxInFlight, inFlight).Check(config.NotNegative)
 	config.Int(cs, &w.MaxAttempts, "max-attempts", def.MaxAttempts, "transient failures before a notification moves to the next channel of its route (or is dead-lettered) as max_attempts").Check(config.AtLeast(1))
 	base := config.Duration(cs, &w.BackoffBase, "backoff-base", def.BackoffBase, "first retry delay ceiling; doubles per attempt, full jitter").Check(config.Positive)
 	config.Duration(cs, &w.BackoffCap, "backoff-cap", def.BackoffCap, "largest retry delay ceiling").Check(config.AtLeastFlag(base))
