@@ -24,3 +24,9 @@ var errShutdownTimeout = errors.New("shutdown timeout passed before the PubAck a
 // it is idle, so that the next round tries fast-ingest batches again: the
 // stream may accept them by now (tgnotify provision enables allow_batched).
 var errRetryBatches = errors.New("trying fast-ingest batches again")
+
+// errUnverifiedBatch ends a round whose batch ended with a final PubAck
+// that does not prove it stored (fastBatch.verified): every message was a
+// duplicate. The next round publishes those rows one per batch, where each
+// answer is definite.
+var errUnverifiedBatch = errors.New("a batch ended with every message a duplicate; publishing its rows one per batch to verify them")

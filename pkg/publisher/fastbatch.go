@@ -100,6 +100,11 @@ type fastBatch struct {
 	// dup is the final PubAck's duplicate flag (a one-message batch whose
 	// message the stream already had).
 	dup bool
+	// streamSeq is the final PubAck's stream sequence: that of the last
+	// message of the batch the stream stored, 0 when it stored none (every
+	// message was a duplicate). Only a final PubAck with a stream sequence
+	// proves the batch stored (verified).
+	streamSeq uint64
 
 	// room wakes the publish stage when the window may have opened;
 	// progress wakes the ack stage when acked or ended changed; done closes
@@ -140,6 +145,29 @@ func (b *fastBatch) state() (acked uint64, ended bool, count uint64, err error) 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.acked, b.ended, b.count, b.endErr
+}
+
+// verified reports whether the batch's final PubAck proves every message
+// of it stored, and not only seen.
+//
+// A flow ack does not: the leader acks a message whose id it already has
+// as if stored, also when that id is only proposed, not committed. A
+// leader cut off from its followers (clients kept) holds a message
+// proposed by an earlier attempt, the publisher sends it again in a new
+// batch, the leader flow-acks it, and the message is lost when a new
+// leader is elected without it (found by the long chaos run on the
+// cluster: one order never reached NOTIFY). A final PubAck with a stream
+// sequence does: some message of the batch was then committed after every
+// one the leader had proposed before it in the same term, and a leader
+// forgets the ids of its uncommitted proposals when it loses leadership.
+// A final PubAck with sequence 0 says every message was a duplicate, of a
+// stored message or of a proposal: it proves nothing, except for a
+// one-message batch, whose duplicate PubAck carries the stored message's
+// sequence and whose proposal-only duplicate is refused with an error.
+func (b *fastBatch) verified() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended && b.endErr == nil && b.count >= b.sent && b.streamSeq > 0
 }
 
 // lastSent returns the batch sequence of the last message sent.
@@ -322,7 +350,7 @@ func (b *fastBatch) handle(m *nats.Msg) {
 		case r.Batch == "":
 			b.endLocked(b.acked, natsjs.ErrInvalidJSAck)
 		default:
-			b.dup = r.Duplicate
+			b.dup, b.streamSeq = r.Duplicate, r.Seq
 			b.acked = max(b.acked, r.Count)
 			b.endLocked(r.Count, nil)
 		}

@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -66,28 +67,24 @@ func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
 		out <- segment{fb: b, eob: true}
 	}
 	defer end()
-	for rows := range in {
-		if len(rows) == 0 {
-			end() // caught up: end the batch, so that its last rows are acknowledged now
-			continue
-		}
+	// send publishes rows in the open batch (opening one after the previous
+	// one has ended), ending it with the last row when commit is set. It
+	// reports false when the stage must stop.
+	send := func(rows []outbox.Row, commit bool) bool {
 		if open == nil {
 			if prev != nil {
 				if err := r.waitEnded(prev); err != nil {
 					r.fail(err)
-					return
+					return false
 				}
 			}
 			if r.stopped() {
-				return
+				return false
 			}
 			open, prev = p.acks.openFast(p.opts.fastFlow()), nil
 		}
 		b := open
 		first := b.lastSent() + 1
-		// A short read with nothing queued behind it: the reader has caught
-		// up, so the last row ends the batch.
-		commit := len(rows) < p.opts.BatchSize && len(in) == 0
 		n, err := r.sendRows(b, rows, commit)
 		if n > 0 {
 			out <- segment{fb: b, rows: rows[:n], first: first} // the ack stage drains this channel until it closes
@@ -99,13 +96,46 @@ func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
 		if err != nil {
 			p.metrics.publishErrors.Inc()
 			r.fail(err)
-			return
+			return false
 		}
-		if n < len(rows) || r.readCtx.Err() != nil {
-			return // the deferred end commits the batch: its final PubAck settles it
+		return n == len(rows) && r.readCtx.Err() == nil // else the deferred end commits the batch
+	}
+	for rows := range in {
+		if len(rows) == 0 {
+			end() // caught up: end the batch, so that its last rows are acknowledged now
+			continue
+		}
+		// Rows of a batch that ended unverified go one per batch, each
+		// answered for itself (fastBatch.verified).
+		for len(rows) > 0 && rows[0].ID <= p.verifyUpto.Load() {
+			end()
+			if !send(rows[:1], true) {
+				return
+			}
+			rows = rows[1:]
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		// A short read with nothing queued behind it: the reader has caught
+		// up, so the last row ends the batch. So does a batch that reached
+		// maxBatchRows: its rows are marked only once it ends.
+		commit := len(rows) < p.opts.BatchSize && len(in) == 0
+		if open != nil && open.lastSent()+uint64(len(rows)) >= p.opts.maxBatchRows() {
+			commit = true
+		}
+		if !send(rows, commit) {
+			return
 		}
 	}
 }
+
+// maxBatchRows bounds a fast batch, to four reads: its rows are marked
+// published only once its final PubAck arrives (ackBatches), so a batch
+// that stayed open through a long backlog would leave them all to be
+// published again after a crash. Ending one costs a round trip before the
+// next starts.
+func (o Options) maxBatchRows() uint64 { return 4 * uint64(o.BatchSize) }
 
 // message is one reusable notification message: nats.Conn.PublishMsg has
 // copied a message into its buffer when it returns, so the publish stage
@@ -271,56 +301,59 @@ func (r *round) lostConnection() bool {
 	}
 }
 
-// ackBatches is the ack stage of the batch transport. It forwards each
-// segment's rows to the mark stage as the flow acks (or the batch's final
-// PubAck) cover them, in order. When a batch ends before all its messages
-// are stored, or no ack comes within AckTimeout, or the connection is lost,
-// it fails the round; the rows not acknowledged by then are never
-// forwarded, and it waits for the open batch to end so that the next round
+// ackBatches is the ack stage of the batch transport. It holds each
+// batch's rows until the batch's final PubAck proves them stored
+// (fastBatch.verified), then forwards them to the mark stage, in order:
+// flow acks only pace the batch (a flow ack can cover a message the leader
+// has only proposed). When a batch ends before all its messages are
+// stored, or unverified, or no ack comes within AckTimeout, or the
+// connection is lost, it fails the round; the rows of that batch are never
+// forwarded (the next round publishes them again and the stream drops what
+// it has), and it waits for the open batch to end so that the next round
 // does not publish beside it.
 func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
 	defer close(out)
 	p := r.p
 	failed := false
 	var last *fastBatch
+	var held []outbox.Row // the rows of last, not forwarded yet
 	for seg := range in {
 		b := seg.fb
 		if last != b {
 			if last != nil {
 				p.acks.forgetFast(last)
 			}
-			last = b
+			last, held = b, nil
 		}
 		if failed {
 			r.settle(b)
 			continue
 		}
 		if seg.eob {
-			if err := r.awaitEnd(b); err != nil {
-				failed = true
-				r.fail(err)
+			err := r.awaitEnd(b)
+			if err == nil {
+				r.forward(held, out)
+				held = nil
+				continue
 			}
+			if errors.Is(err, errUnverifiedBatch) && len(held) > 0 {
+				p.verifyUpto.Store(max(p.verifyUpto.Load(), held[len(held)-1].ID))
+			}
+			failed = true
+			r.fail(err)
 			continue
 		}
-		fwd := 0
-		for fwd < len(seg.rows) {
-			upto, err := r.awaitAck(b, seg.first+uint64(fwd))
-			k := 0 // rows of the segment with a batch sequence up to upto
-			if upto >= seg.first {
-				k = int(min(upto-seg.first+1, uint64(len(seg.rows))))
-			}
-			if k > fwd {
-				r.forward(seg.rows[fwd:k], out)
-				fwd = k
-			}
-			if err != nil {
-				failed = true
-				p.metrics.publishErrors.Add(float64(len(seg.rows) - fwd))
-				r.fail(err)
-				r.settle(b)
-				break
-			}
+		// Wait for the flow acks as the messages go out: a batch that
+		// stops being acknowledged fails the round within AckTimeout,
+		// not only at its end.
+		if _, err := r.awaitAck(b, seg.first+uint64(len(seg.rows))-1); err != nil {
+			failed = true
+			p.metrics.publishErrors.Add(float64(len(held) + len(seg.rows)))
+			r.fail(err)
+			r.settle(b)
+			continue
 		}
+		held = append(held, seg.rows...)
 	}
 	if last != nil {
 		p.acks.forgetFast(last)
@@ -440,6 +473,9 @@ wait:
 	}
 	if b.dup {
 		r.p.metrics.duplicates.Inc()
+	}
+	if !b.verified() {
+		return fmt.Errorf("batch %s (%d messages): %w", b.id, count, errUnverifiedBatch)
 	}
 	return nil
 }

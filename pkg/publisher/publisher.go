@@ -46,6 +46,11 @@ type Publisher struct {
 	// message, and try batches again after batchRetryInterval.
 	batchRefused atomic.Int64
 
+	// verifyUpto is the id of the last row of a batch that ended
+	// unverified (errUnverifiedBatch): rows up to it are published one
+	// per batch.
+	verifyUpto atomic.Int64
+
 	// atRisk holds rows whose publish failed while a later row of the same
 	// chat was stored: if such a row is then stored (not a duplicate), the
 	// chat's order was broken. Only the ack stage of the running round
