@@ -360,6 +360,12 @@ func (p *Publisher) drain(ctx context.Context) error {
 			continue // clean stop: ctx is done
 		case errors.Is(res.err, errRetryBatches):
 			continue
+		case errors.Is(res.err, errUnverifiedBatch):
+			// Not a failure of NATS: the rows go again at once, one per
+			// batch (after a restart, those the last process had stored
+			// but not marked).
+			p.log.Info("a batch was all duplicates; publishing its rows one per batch to verify them", "err", res.err)
+			continue
 		case errors.Is(res.err, errBatchUnsupported):
 			if p.batchRefused.Swap(p.opts.Now().UnixNano()) == 0 {
 				p.log.Warn("NOTIFY does not accept fast-ingest batches; publishing message by message, "+
