@@ -20,9 +20,13 @@
 //     ended when the read stage catches up, and the next starts only after
 //     the stream confirmed that it stored all of the previous one. Flow
 //     control bounds the messages in flight.
-//   - ack: rows are forwarded as the stream's flow acks, and each batch's
-//     final PubAck, acknowledge them, in order. A message whose id the
-//     stream already has is skipped by it and counts as stored.
+//   - ack: a batch's rows are forwarded, in order, once its final PubAck
+//     carries a stream sequence; flow acks only pace the batch, since a
+//     leader flow-acks a message whose id it has only proposed as if
+//     stored. A batch whose messages were all duplicates (sequence 0) is
+//     not proof: its rows go again one per batch, where a duplicate's
+//     PubAck names the stored message. A batch ends after four reads, so
+//     marking keeps up.
 //   - mark: acknowledged rows are marked published, everything queued in one
 //     transaction that records the published prefix in one row.
 //
@@ -30,8 +34,8 @@
 //
 // On any failure (publish error, a batch that ended short, a missing
 // acknowledgement, lost connection, database error) the round stops: no new
-// row is published, the open batch is ended and settles, only the
-// acknowledged prefix is marked, and the next round starts after a capped,
+// row is published, the open batch is ended and settles, only the batches
+// proven stored are marked, and the next round starts after a capped,
 // jittered backoff from the first row that was not acknowledged. No row is
 // skipped.
 //
