@@ -183,9 +183,13 @@ func TestUnauthorizedHalts(t *testing.T) {
 	if err := w.Ready(); err == nil || !strings.Contains(err.Error(), "credentials rejected (401") {
 		t.Fatalf("Ready() = %v, want an error about the rejected token", err)
 	}
-	sendsAtHalt := env.Emu.Stats().ByMethod["sendMessage"]
-	// The worker keeps probing with getMe, never with sendMessage.
+	// The worker keeps probing with getMe, never with sendMessage. The
+	// count starts after three probes: a request admitted before the 401
+	// was read may still reach the emulator just after the halt is seen
+	// (found by CI, under load).
 	natstest.WaitFor(t, 5*time.Second, func() bool { return env.Emu.Stats().ByMethod["getMe"] >= 3 }, "token probes")
+	sendsAtHalt := env.Emu.Stats().ByMethod["sendMessage"]
+	natstest.WaitFor(t, 5*time.Second, func() bool { return env.Emu.Stats().ByMethod["getMe"] >= 6 }, "more token probes")
 	st := env.Emu.Stats()
 	if st.ByMethod["sendMessage"] != sendsAtHalt || st.Delivered != 0 || len(env.DeadLetters()) != 0 {
 		t.Fatalf("after halting: %d sendMessage (was %d), %d delivered, %d dead letters; want no change, 0, 0",
