@@ -24,9 +24,11 @@
 //     carries a stream sequence; flow acks only pace the batch, since a
 //     leader flow-acks a message whose id it has only proposed as if
 //     stored. A batch whose messages were all duplicates (sequence 0) is
-//     not proof: its rows go again one per batch, where a duplicate's
-//     PubAck names the stored message. A batch ends after four reads, so
-//     marking keeps up.
+//     not proof: the ack stage asks NOTIFY about its last row with a probe
+//     that cannot be stored (prove.go), and the rows are forwarded when
+//     the row is stored; otherwise the round fails, and rows NOTIFY lacks
+//     go again one per batch, where a duplicate's PubAck names the stored
+//     message. A batch ends after four reads, so marking keeps up.
 //   - mark: acknowledged rows are marked published, everything queued in one
 //     transaction that records the published prefix in one row.
 //

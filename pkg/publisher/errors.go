@@ -25,8 +25,10 @@ var errShutdownTimeout = errors.New("shutdown timeout passed before the PubAck a
 // stream may accept them by now (tgnotify provision enables allow_batched).
 var errRetryBatches = errors.New("trying fast-ingest batches again")
 
-// errUnverifiedBatch ends a round whose batch ended with a final PubAck
-// that does not prove it stored (fastBatch.verified): every message was a
-// duplicate. The next round publishes those rows one per batch, where each
-// answer is definite.
+// errUnverifiedBatch is what a batch's final PubAck without a stream
+// sequence (every message a duplicate) leaves unproven
+// (fastBatch.verified). The ack stage then asks NOTIFY about the batch's
+// last row (round.proveStored); when NOTIFY does not have it, the round
+// ends with this error and the next round publishes those rows one per
+// batch, where each answer is definite.
 var errUnverifiedBatch = errors.New("a batch ended with every message a duplicate; publishing its rows one per batch to verify them")

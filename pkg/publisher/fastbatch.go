@@ -105,12 +105,17 @@ type fastBatch struct {
 	// message was a duplicate). Only a final PubAck with a stream sequence
 	// proves the batch stored (verified).
 	streamSeq uint64
+	// proven is the ack stage's verdict on a batch that ended unverified
+	// (round.proveStored), set before proof closes.
+	proven bool
 
 	// room wakes the publish stage when the window may have opened;
 	// progress wakes the ack stage when acked or ended changed; done closes
-	// when the batch ends.
+	// when the batch ends; proof closes when the ack stage has settled the
+	// batch (setProof).
 	room, progress chan struct{}
 	done           chan struct{}
+	proof          chan struct{}
 }
 
 func newFastBatch(inbox, id string, flow uint16) *fastBatch {
@@ -122,6 +127,7 @@ func newFastBatch(inbox, id string, flow uint16) *fastBatch {
 		room:       make(chan struct{}, 1),
 		progress:   make(chan struct{}, 1),
 		done:       make(chan struct{}),
+		proof:      make(chan struct{}),
 	}
 }
 
@@ -168,6 +174,28 @@ func (b *fastBatch) verified() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.ended && b.endErr == nil && b.count >= b.sent && b.streamSeq > 0
+}
+
+// setProof records the ack stage's verdict on the ended batch: whether it
+// is proven stored (verified, or by round.proveStored). The ack stage calls
+// it once per batch it settles.
+func (b *fastBatch) setProof(ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-b.proof:
+		return // settled already
+	default:
+	}
+	b.proven = ok
+	close(b.proof)
+}
+
+// isProven reports the ack stage's verdict, once proof has closed.
+func (b *fastBatch) isProven() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.proven
 }
 
 // lastSent returns the batch sequence of the last message sent.

@@ -237,19 +237,39 @@ func (r *running) exited() bool {
 // metric returns the value of a counter or gauge in reg, 0 if absent.
 func metric(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
+	for _, m := range series(t, reg, name) {
+		return value(m)
+	}
+	return 0
+}
+
+// labeledMetric returns the value of the series of metric name in reg whose
+// label has value val, -1 if there is none.
+func labeledMetric(t testing.TB, reg *prometheus.Registry, name, label, val string) float64 {
+	t.Helper()
+	for _, m := range series(t, reg, name) {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == val {
+				return value(m)
+			}
+		}
+	}
+	return -1
+}
+
+// series returns the series of metric name in reg.
+func series(t testing.TB, reg *prometheus.Registry, name string) []*dto.Metric {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gathering metrics: %v", err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			return value(m)
+		if mf.GetName() == name {
+			return mf.GetMetric()
 		}
 	}
-	return 0
+	return nil
 }
 
 func value(m *dto.Metric) float64 {

@@ -28,6 +28,7 @@ type metrics struct {
 	batchSize     renamedHistogram
 	leader        prometheus.Gauge
 	batched       prometheus.Gauge
+	unverified    *prometheus.CounterVec
 
 	// oldestNanos is the creation time of the oldest pending row at the
 	// last backlog refresh, 0 when nothing was pending.
@@ -65,6 +66,12 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 			"1 while this process holds the outbox lock and drains, 0 while it is a standby."))),
 		batched: prometheus.NewGauge(prometheus.GaugeOpts(opts("fast_batches",
 			"1 while the publisher publishes in fast-ingest batches, whose order a stream leader change cannot break; 0 while NOTIFY refuses them and it publishes message by message."))),
+		unverified: prometheus.NewCounterVec(prometheus.CounterOpts(opts("unverified_batches_total",
+			"Batches whose every message was a duplicate, by what asking NOTIFY about the last row found: stored (the batch is marked), proposed (published again after a backoff), missing (its rows go one per batch) or failed (no answer).")),
+			[]string{"outcome"}),
+	}
+	for _, outcome := range []string{proofStored, proofProposed, proofMissing, proofFailed} {
+		m.unverified.WithLabelValues(outcome) // exported at 0 from the start
 	}
 	m.oldestAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("oldest_pending_age_seconds",
 		"Age of the oldest pending row at the last backlog refresh; 0 when none is pending.")),
@@ -80,7 +87,7 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.backlog.Gauge, m.backlog.old, m.oldestAge, m.published, m.duplicates,
-		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize.Histogram, m.batchSize.old, m.leader, m.batched} {
+		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize.Histogram, m.batchSize.old, m.leader, m.batched, m.unverified} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -253,16 +253,31 @@ func (r *round) waitRoom(b *fastBatch) error {
 }
 
 // waitEnded waits until batch b has ended (its final PubAck arrived) and
-// checks that the stream stored all of it. It returns nil without a check
-// when the round stops first: nothing more is published then.
+// checks that the stream stored all of it, and when the final PubAck does
+// not prove that (every message a duplicate), until the ack stage has
+// proven it (round.proveStored): the next batch must not be stored while
+// rows of this one might still be lost with a leader. It returns nil
+// without a check when the round stops first: nothing more is published
+// then.
 func (r *round) waitEnded(b *fastBatch) error {
 	select {
 	case <-b.done:
-		_, _, count, err := b.state()
-		if err != nil || count < b.lastSent() {
-			return endedEarly(b, count, err)
-		}
+	case <-r.stop:
 		return nil
+	}
+	_, _, count, err := b.state()
+	if err != nil || count < b.lastSent() {
+		return endedEarly(b, count, err)
+	}
+	if b.verified() {
+		return nil
+	}
+	select {
+	case <-b.proof:
+		if b.isProven() {
+			return nil
+		}
+		return fmt.Errorf("batch %s (%d messages): %w", b.id, count, errUnverifiedBatch)
 	case <-r.stop:
 		return nil
 	}
@@ -331,13 +346,17 @@ func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
 		}
 		if seg.eob {
 			err := r.awaitEnd(b)
+			if errors.Is(err, errUnverifiedBatch) && len(held) > 0 {
+				err = r.proveStored(b, held[len(held)-1])
+				if errors.Is(err, errUnverifiedBatch) {
+					p.verifyUpto.Store(max(p.verifyUpto.Load(), held[len(held)-1].ID))
+				}
+			}
+			b.setProof(err == nil)
 			if err == nil {
 				r.forward(held, out)
 				held = nil
 				continue
-			}
-			if errors.Is(err, errUnverifiedBatch) && len(held) > 0 {
-				p.verifyUpto.Store(max(p.verifyUpto.Load(), held[len(held)-1].ID))
 			}
 			failed = true
 			r.fail(err)

@@ -361,10 +361,10 @@ func (p *Publisher) drain(ctx context.Context) error {
 		case errors.Is(res.err, errRetryBatches):
 			continue
 		case errors.Is(res.err, errUnverifiedBatch):
-			// Not a failure of NATS: the rows go again at once, one per
-			// batch (after a restart, those the last process had stored
-			// but not marked).
-			p.log.Info("a batch was all duplicates; publishing its rows one per batch to verify them", "err", res.err)
+			// Not a failure of NATS: NOTIFY lacks the last row of a batch
+			// it answered as all duplicates; the rows go again at once,
+			// one per batch.
+			p.log.Info("a batch was all duplicates but NOTIFY lacks its last row; publishing its rows one per batch", "err", res.err)
 			continue
 		case errors.Is(res.err, errBatchUnsupported):
 			if p.batchRefused.Swap(p.opts.Now().UnixNano()) == 0 {
