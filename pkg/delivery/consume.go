@@ -178,7 +178,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // poison at once, and the worker goes on.
 func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 	now := w.now()
-	w.pinnedAs(m.Headers().Get(pinIDHeader))
+	w.pinnedAs(ctx, m.Headers().Get(pinIDHeader))
 	j := &job{
 		reply: newReplySubject(w.js.Conn(), m.Reply()), subject: m.Subject(),
 		data: m.Data(), header: packHeader(m.Headers(), pinIDHeader),

@@ -53,10 +53,18 @@ type pinState struct {
 }
 
 // pinnedAs records that a message arrived with pin id id: this worker is
-// the pinned one. It answers the standbys from now on.
-func (w *Worker) pinnedAs(id string) {
+// the pinned one. It answers the standbys from now on. Becoming pinned, it
+// first asks the worker it takes over from (askFormerPinned), before the
+// message that told it reaches the dispatcher.
+func (w *Worker) pinnedAs(ctx context.Context, id string) {
 	if id == "" {
 		return
+	}
+	w.pin.mu.Lock()
+	becoming := w.pin.sub == nil && w.pin.id != id
+	w.pin.mu.Unlock()
+	if becoming {
+		w.askFormerPinned(ctx)
 	}
 	w.pin.mu.Lock()
 	defer w.pin.mu.Unlock()
@@ -80,6 +88,26 @@ func (w *Worker) pinnedAs(id string) {
 		return
 	}
 	w.pin.sub = sub
+}
+
+// askFormerPinned asks whoever still answers on the pin subject, as this
+// worker becomes pinned and before it answers there itself: the worker the
+// pin was taken from, if it lives. JetStream moves the pin also from a live
+// worker (the consumer's leader changed), and that worker's 429 pause may
+// be younger than this one's last question as a standby, and not yet in
+// the shared state (found by the long chaos run on the cluster: a 3 s 429
+// read 0.35 s before a consumer leader change moved the pin, and the new
+// pinned worker sent two requests inside it). Its answer carries the
+// pause, which this worker keeps. A former worker that is gone answers
+// "no responders" at once; a slow one is waited for failoverPing at most.
+func (w *Worker) askFormerPinned(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, failoverPing)
+	defer cancel()
+	m, err := w.js.Conn().RequestWithContext(rctx, w.pinSubject(), nil)
+	if err != nil {
+		return // nobody answers: the former pinned worker is gone
+	}
+	w.learnPause(m)
 }
 
 // Headers of the pinned worker's answer that carry its 429 pause.
