@@ -253,13 +253,20 @@ func TestConnectionLeavesACutOffNode(t *testing.T) {
 	}
 	// The node learns it has no meta leader after an election timeout
 	// (4-9 s; 10 s more if it was the leader), then 3 s.
+	var lastErr error
+	t.Cleanup(func() {
+		if t.Failed() { // what the wait saw last, for a failure on a busy machine
+			t.Logf("connected %v to %s (cut: %s at %s); last AccountInfo error: %v; last connection error: %v",
+				nc.IsConnected(), nc.ConnectedUrl(), cut, c.URL(cut), lastErr, nc.LastError())
+		}
+	})
 	natstest.WaitFor(t, 90*time.Second, func() bool {
 		if !nc.IsConnected() || nc.ConnectedUrl() == c.URL(cut) {
 			return false
 		}
 		actx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		_, err := js.AccountInfo(actx)
-		return err == nil
+		_, lastErr = js.AccountInfo(actx)
+		return lastErr == nil
 	}, "the connection served by another node")
 }
