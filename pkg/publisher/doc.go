@@ -28,7 +28,7 @@
 //     that cannot be stored (prove.go), and the rows are forwarded when
 //     the row is stored; otherwise the round fails, and rows NOTIFY lacks
 //     go again one per batch, where a duplicate's PubAck names the stored
-//     message. A batch ends after four reads, so marking keeps up.
+//     message. A batch ends after sixteen reads, so marking keeps up.
 //   - mark: acknowledged rows are marked published, everything queued in one
 //     transaction that records the published prefix in one row.
 //

@@ -130,12 +130,12 @@ func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
 	}
 }
 
-// maxBatchRows bounds a fast batch, to four reads: its rows are marked
+// maxBatchRows bounds a fast batch, to sixteen reads: its rows are marked
 // published only once its final PubAck arrives (ackBatches), so a batch
 // that stayed open through a long backlog would leave them all to be
 // published again after a crash. Ending one costs a round trip before the
 // next starts.
-func (o Options) maxBatchRows() uint64 { return 4 * uint64(o.BatchSize) }
+func (o Options) maxBatchRows() uint64 { return 16 * uint64(o.BatchSize) }
 
 // message is one reusable notification message: nats.Conn.PublishMsg has
 // copied a message into its buffer when it returns, so the publish stage

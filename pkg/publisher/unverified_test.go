@@ -25,8 +25,9 @@ func TestWholeBatchStoredBeforeACrashIsProvenAtOnce(t *testing.T) {
 		cluster bool
 	}{{"single server", false}, {"three-node cluster", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			const batchSize, reads, chats = 100, 4, 20
-			const n = batchSize * reads // exactly one batch (maxBatchRows)
+			// A batch ends after 16 reads (maxBatchRows).
+			const batchSize, reads, chats = 100, 16, 20
+			const n = batchSize * reads // exactly one batch
 			var e *env
 			if tc.cluster {
 				e, _ = newClusterEnv(t, transports[0])
