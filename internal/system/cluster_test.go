@@ -12,9 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tgnotify/tgnotify/internal/builtbin"
 	"github.com/tgnotify/tgnotify/internal/natstest"
-	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -79,30 +77,7 @@ func TestWriteClusterNodeConfig(t *testing.T) {
 // returns it with a connection to all three nodes.
 func clusterSetup(t *testing.T) (*system.Cluster, *nats.Conn) {
 	t.Helper()
-	bin := builtbin.Dir(t, "nats-server")
-	dir := t.TempDir()
-	sup, err := procs.New(filepath.Join(dir, "logs"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sup.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := system.StartCluster(ctx, system.ClusterOptions{Sup: sup, Bin: bin, ConfigDir: clusterConfigs, Dir: dir,
-		Proxies: true, Unset: system.CleanEnv(), ReadyTimeout: 30 * time.Second, StopTimeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	if err := system.WaitMetaLeader(ctx, nc); err != nil {
-		t.Fatal(err)
-	}
-	return c, nc
+	return system.StartTestCluster(t, clusterConfigs)
 }
 
 // errNoSuitablePeers is JetStream's err_code for a placement that found

@@ -9,8 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tgnotify/tgnotify/internal/builtbin"
-	"github.com/tgnotify/tgnotify/internal/procs"
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
@@ -28,21 +26,9 @@ func TestNothingIsLostToACutOffLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster of nats-server processes")
 	}
-	bin := builtbin.Dir(t, "nats-server")
-	dir := t.TempDir()
-	sup, err := procs.New(filepath.Join(dir, "logs"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sup.Close)
+	c, admin := system.StartTestCluster(t, "../../configs/nats-cluster")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := system.StartCluster(ctx, system.ClusterOptions{Sup: sup, Bin: bin, ConfigDir: "../../configs/nats-cluster", Dir: dir,
-		Proxies: true, Unset: system.CleanEnv(), ReadyTimeout: 30 * time.Second, StopTimeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	connect := func(urls string) *nats.Conn {
 		nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 		if err != nil {
@@ -50,10 +36,6 @@ func TestNothingIsLostToACutOffLeader(t *testing.T) {
 		}
 		t.Cleanup(nc.Close)
 		return nc
-	}
-	admin := connect(c.URLs())
-	if err := system.WaitMetaLeader(ctx, admin); err != nil {
-		t.Fatal(err)
 	}
 	js, err := natsjs.New(admin)
 	if err != nil {
@@ -72,7 +54,7 @@ func TestNothingIsLostToACutOffLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	path := filepath.Join(dir, "app.db")
+	path := filepath.Join(t.TempDir(), "app.db")
 	app, err := outbox.Open(ctx, path, outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
