@@ -140,6 +140,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 			// is admitted after it (admission.go).
 			p := pause{Until: end.Add(o.Delay), Reason: "429 for recipient " + target}
 			crossing := w.adm.pauseFor(p, t)
+			w.broadcastPause(p)
 			w.degrade.rateLimited(end)
 			w.m.crossing.Add(float64(crossing))
 			w.stats.crossing.Add(int64(crossing))

@@ -132,6 +132,40 @@ func (w *Worker) pinAnswer(id string) *nats.Msg {
 	return m
 }
 
+// pauseFromHeader is the header of a pause broadcast that names the worker
+// that read the 429 (its own broadcasts come back to it).
+const pauseFromHeader = "Tgnotify-Pause-From"
+
+// broadcastPause tells the other workers of the channel, at once, of the
+// 429 pause p this worker has just read. The answer to a standby's
+// question (pinAnswer) carries the pause too, but a standby asks every
+// failoverPing, and the shared state may take seconds to write in an
+// election: a worker killed within that time took the pause with it, and
+// the standby that took over sent inside it (found by the long chaos run
+// on the cluster: a 3 s 429 read 204 ms before a SIGKILL, while a node
+// was being killed, and 2 requests inside it). A core NATS publish leaves
+// in the time of a write to the socket.
+func (w *Worker) broadcastPause(p pause) {
+	m := nats.NewMsg(w.names.PauseSubject(w.name))
+	m.Header.Set(pauseUntilHeader, p.Until.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(pauseReasonHeader, p.Reason)
+	m.Header.Set(pauseFromHeader, w.id)
+	if err := w.js.Conn().PublishMsg(m); err != nil {
+		w.log.Debug("cannot tell the other workers of a 429 pause; they learn it from the shared state", "err", err)
+	}
+}
+
+// hearPauses subscribes to the pauses the other workers of the channel
+// broadcast (broadcastPause) and applies them.
+func (w *Worker) hearPauses() (*nats.Subscription, error) {
+	return w.js.Conn().Subscribe(w.names.PauseSubject(w.name), func(m *nats.Msg) {
+		if m.Header.Get(pauseFromHeader) == w.id {
+			return
+		}
+		w.learnPause(m)
+	})
+}
+
 // learnPause applies the pause a pinned worker's answer carries, if any.
 func (w *Worker) learnPause(m *nats.Msg) {
 	v := m.Header.Get(pauseUntilHeader)
@@ -144,7 +178,7 @@ func (w *Worker) learnPause(m *nats.Msg) {
 		return
 	}
 	if w.adm.extendPause(pause{Until: until, Reason: m.Header.Get(pauseReasonHeader)}) {
-		w.log.Info("the pinned worker is paused by a 429: so is this one", "until", until)
+		w.log.Info("another worker of this channel is paused by a 429: so is this one", "until", until)
 	}
 }
 

@@ -62,3 +62,47 @@ func TestNewlyPinnedWorkerKeepsTheFormerWorkersPause(t *testing.T) {
 		t.Errorf("pin id %q, want pin-3", got)
 	}
 }
+
+// A worker that reads a 429 tells the other workers of its channel at
+// once, on a core subject, and they keep the pause: a standby asks the
+// pinned worker only every failoverPing, and the shared state can take
+// seconds to write in an election (found by the long chaos run on the
+// cluster: a worker killed 204 ms after its 429 took the pause with it,
+// and the standby that took over sent two requests inside it).
+func TestAPauseIsHeardByTheOtherWorkersAtOnce(t *testing.T) {
+	nc, js := natstest.Start(t).Connect(t)
+	now := time.Now()
+	worker := func(id string) *Worker {
+		return &Worker{js: js, names: jetstream.DefaultNames(), name: "telegram", id: id,
+			adm: newAdmission(id, 1000, time.Minute, nil), log: slog.New(slog.DiscardHandler),
+			now: func() time.Time { return now }}
+	}
+	active, standby := worker("aaaaaaaaaaaaaaaa"), worker("bbbbbbbbbbbbbbbb")
+	for _, w := range []*Worker{active, standby} {
+		sub, err := w.hearPauses()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := pause{Until: now.Add(3 * time.Second).UTC(), Reason: "429 for recipient 1"}
+	active.broadcastPause(p)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return standby.adm.pausedUntil().Equal(p.Until) },
+		"the standby keeping the active worker's pause")
+	if got := standby.adm.currentPause().Reason; got != p.Reason {
+		t.Errorf("the standby's pause says %q, want %q", got, p.Reason)
+	}
+	// A shorter pause from the standby reaches the active worker after its
+	// own broadcast did (one subscription delivers in order): it keeps the
+	// shorter one only if it ignored its own.
+	q := pause{Until: now.Add(time.Second).UTC(), Reason: "429 for recipient 2"}
+	standby.broadcastPause(q)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return !active.adm.pausedUntil().IsZero() },
+		"the active worker hearing the standby's pause")
+	if got := active.adm.pausedUntil(); !got.Equal(q.Until) {
+		t.Errorf("the active worker is paused until %v, want the standby's %v: it took its own broadcast", got, q.Until)
+	}
+}

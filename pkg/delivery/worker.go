@@ -324,6 +324,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("answering on %s: %w", w.liveSubject(w.id), err)
 	}
+	pauses, err := w.hearPauses()
+	if err != nil {
+		_ = live.Unsubscribe()
+		return fmt.Errorf("listening on %s: %w", w.names.PauseSubject(w.name), err)
+	}
 	bgWG.Go(func() { w.store.lookups.run(bg) })
 	// Whether the streams take atomic batches is read in the background:
 	// in an election it takes seconds, and the writes meanwhile go one by
@@ -351,6 +356,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.unpinned()
 	w.shutdown()
 	_ = live.Unsubscribe()
+	_ = pauses.Unsubscribe()
 	return nil
 }
 

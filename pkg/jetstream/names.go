@@ -35,7 +35,7 @@ var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 //	subjects  notify.<channel>.<recipient>, dead.notify.<channel>.<reason>.<recipient>
 //	events    notify.events.delivered, notify.events.dead, ...
 //	buckets   notify_delivered, notify_chats, notify_attempts
-//	failover  tgnotify.worker.<channel>.pinned
+//	failover  tgnotify.worker.<channel>.pinned, .live.<id>, .live.pause
 //
 // With another prefix, staging:
 //
@@ -43,7 +43,7 @@ var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 //	subjects  staging.<channel>.<recipient>, dead_staging.staging.<channel>.<reason>.<recipient>
 //	events    staging.events.delivered, staging.events.dead, ...
 //	buckets   staging_delivered, staging_chats, staging_attempts
-//	failover  tgnotify.staging.worker.<channel>.pinned
+//	failover  tgnotify.staging.worker.<channel>.pinned, .live.<id>, .live.pause
 //
 // The dead letters of another prefix cannot live under dead.<prefix>.>: a
 // stream's subjects may not overlap another stream's on one account, and
@@ -251,3 +251,10 @@ func (n Names) PinSubject(channel string) string { return n.pinRoot + channel + 
 // with the given id answers for as long as it lives (its send claims name
 // it): tgnotify.worker.<channel>.live.<id> under the default prefix.
 func (n Names) LiveSubject(channel, id string) string { return n.pinRoot + channel + ".live." + id }
+
+// PauseSubject returns the core NATS subject on which the workers of a
+// channel tell each other of a 429 pause the moment they read it:
+// tgnotify.worker.<channel>.live.pause under the default prefix. It lies
+// under live.*, which a worker's permissions already allow (no worker id
+// is "pause": ids are 16 hexadecimal digits).
+func (n Names) PauseSubject(channel string) string { return n.pinRoot + channel + ".live.pause" }
