@@ -126,10 +126,15 @@ func (w *Worker) pinAnswer(id string) *nats.Msg {
 	m := &nats.Msg{Data: []byte(id)}
 	if p := w.adm.currentPause(); p.Until.After(w.now()) {
 		m.Header = nats.Header{}
-		m.Header.Set(pauseUntilHeader, p.Until.UTC().Format(time.RFC3339Nano))
-		m.Header.Set(pauseReasonHeader, p.Reason)
+		setPauseHeaders(m.Header, p)
 	}
 	return m
+}
+
+// setPauseHeaders writes pause p into h, the form learnPause reads.
+func setPauseHeaders(h nats.Header, p pause) {
+	h.Set(pauseUntilHeader, p.Until.UTC().Format(time.RFC3339Nano))
+	h.Set(pauseReasonHeader, p.Reason)
 }
 
 // pauseFromHeader is the header of a pause broadcast that names the worker
@@ -147,8 +152,7 @@ const pauseFromHeader = "Tgnotify-Pause-From"
 // in the time of a write to the socket.
 func (w *Worker) broadcastPause(p pause) {
 	m := nats.NewMsg(w.names.PauseSubject(w.name))
-	m.Header.Set(pauseUntilHeader, p.Until.UTC().Format(time.RFC3339Nano))
-	m.Header.Set(pauseReasonHeader, p.Reason)
+	setPauseHeaders(m.Header, p)
 	m.Header.Set(pauseFromHeader, w.id)
 	if err := w.js.Conn().PublishMsg(m); err != nil {
 		w.log.Debug("cannot tell the other workers of a 429 pause; they learn it from the shared state", "err", err)
@@ -166,7 +170,9 @@ func (w *Worker) hearPauses() (*nats.Subscription, error) {
 	})
 }
 
-// learnPause applies the pause a pinned worker's answer carries, if any.
+// learnPause applies the pause a message of another worker carries, if
+// any: the pinned worker's answer (pinAnswer) or a broadcast
+// (broadcastPause).
 func (w *Worker) learnPause(m *nats.Msg) {
 	v := m.Header.Get(pauseUntilHeader)
 	if v == "" {
