@@ -48,6 +48,33 @@ func (s *stuckChat) stuck() bool {
 	return s.entered
 }
 
+// failoverEnv returns a test environment and the options of its workers: a
+// pinned TTL far beyond the test's waits, so that only an unpin or a
+// standby's watch moves the pin in time, and a shutdown that does not wait
+// long for a stuck send.
+func failoverEnv(t *testing.T) (*testenv.Env, testenv.WorkerOptions) {
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	cfg.AckWait = 6 * time.Second
+	cfg.ShutdownTimeout = time.Second // the dead worker's stuck send ends with the test
+	return env, testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}}
+}
+
+// startMortalWorker starts a worker on a NATS connection of its own, whose
+// sends to chat never complete. Closing the connection kills it for
+// JetStream and for the other workers, as when its process is killed.
+func startMortalWorker(t *testing.T, env *testenv.Env, o testenv.WorkerOptions, chat int64) (*testenv.Worker, *nats.Conn, *stuckChat) {
+	t.Helper()
+	nc, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	stuck := &stuckChat{Sender: env.Client(testenv.Token), chat: chat}
+	o.NC, o.API = nc, stuck
+	return env.StartWorker(o), nc, stuck
+}
+
 // The active worker dies (its NATS connection drops, as when the process is
 // killed) in the middle of a chat's send, holding that chat's next message
 // too. The standby takes over long before the consumer's pinned TTL would
@@ -56,24 +83,11 @@ func (s *stuckChat) stuck() bool {
 // the ack wait) and then receives all of its messages, in order, once.
 func TestStandbyTakesOverFromADeadWorkerPerChat(t *testing.T) {
 	t.Parallel()
-	lim, cfg, tg := fastLimits()
-	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	// A pinned TTL far beyond the test's waits: only the standby's watch can
-	// move the pin in time.
-	settings := jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}
-	cfg.AckWait = 6 * time.Second
-	cfg.ShutdownTimeout = time.Second // the dead worker's stuck send ends with the test
-
-	ncA, err := nats.Connect(env.NATS.URL(), nats.NoReconnect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ncA.Close)
-	stuck := &stuckChat{Sender: env.Client(testenv.Token), chat: 100}
-	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings, NC: ncA, API: stuck})
+	env, o := failoverEnv(t)
+	a, ncA, stuck := startMortalWorker(t, env, o, 100)
 	env.Publish(note("warmup", 300, "0")) // pins the first worker
 	waitDelivered(t, env, 1)
-	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: settings})
+	b := env.StartWorker(o)
 	if a.Stats().Sent != 1 {
 		t.Fatalf("the first worker sent %d, want the warm-up message: it must hold the pin", a.Stats().Sent)
 	}
@@ -280,5 +294,68 @@ func TestRestartedWorkerKeepsThePauseFromItsFile(t *testing.T) {
 	}
 	if _, err := b.Resources.Chats.Get(context.Background(), "pause.bot"); err != nil {
 		t.Errorf("the restarted worker did not store the pause in notify_chats: %v", err)
+	}
+}
+
+// A worker that lost the pin still remembers the messages it had parked
+// (went back to the stream with a delay) when it handed back; the worker
+// pinned next sends them. When the first worker is pinned again — here
+// because the other one died holding a chat's message — those stale parks
+// must not count as messages it holds: they are no longer unacknowledged,
+// and counting them hid as many of the dead worker's, so the takeover ended
+// at once and the chat's next message went before the one the dead worker
+// held. Found by the long cluster chaos run (bug 43): a chat received order
+// 1041 before 975.
+func TestRepinnedWorkerDoesNotCountStaleParksAsItsOwn(t *testing.T) {
+	t.Parallel()
+	env, o := failoverEnv(t)
+	// The survivor parks: one message per chat held, the rest handed back
+	// behind it, and one send per chat a second.
+	xo := o
+	xo.Config.LaneCap, xo.Telegram.ChatRate = 1, 1
+	x := env.StartWorker(xo)
+	env.Publish(note("warmup", 300, "0")) // pins the survivor
+	waitDelivered(t, env, 1)
+	y, ncY, stuck := startMortalWorker(t, env, o, 100)
+
+	hot := []int64{10, 11, 12, 13, 14}
+	for i := range 3 {
+		for _, c := range hot {
+			env.Publish(note(fmt.Sprintf("k:%d:%d", c, i), c, fmt.Sprint(i)))
+		}
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return x.Stats().Parked >= len(hot) }, "the survivor parking the hot chats")
+
+	// The pin moves to the other worker, which sends everything the
+	// survivor parked: the survivor's parks are stale.
+	ctx := context.Background()
+	stream, err := env.JS.Stream(ctx, jetstream.StreamNotify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.UnpinConsumer(ctx, jetstream.ConsumerTelegram, jetstream.PriorityGroupTelegram); err != nil {
+		t.Fatal(err)
+	}
+	env.Publish(note("k:trigger", 400, "trigger")) // something must arrive for the server to pin the other worker
+	total := int64(1 + 3*len(hot) + 1)
+	natstest.WaitFor(t, 30*time.Second, func() bool { return env.Emu.Stats().Delivered >= total }, "the hot chats delivered")
+	if y.Stats().Sent == 0 {
+		t.Fatal("the other worker sent nothing: the pin did not move as the test needs")
+	}
+	natstest.WaitFor(t, 5*time.Second, func() bool { return x.Stats().Parked > 0 }, "the survivor's stale parks in its stats")
+
+	// The other worker dies in the middle of chat 100's first message.
+	env.Publish(note("k:100:0", 100, "0"))
+	natstest.WaitFor(t, 10*time.Second, stuck.stuck, "the other worker sending chat 100")
+	if p := x.Stats().Parked; p == 0 {
+		t.Fatal("the survivor forgot its stale parks before the test could use them")
+	}
+	ncY.Close()
+	env.Publish(note("k:100:1", 100, "1"))
+
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= 2 }, "chat 100 delivered by the survivor")
+	checkOrder(t, env, 100, 2)
+	if got := env.Emu.Stats().Delivered; got != total+2 {
+		t.Errorf("%d deliveries, want %d", got, total+2)
 	}
 }

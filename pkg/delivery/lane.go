@@ -12,6 +12,10 @@ import (
 type parkedMsg struct {
 	seq      uint64
 	deadline time.Time // when JetStream redelivers it
+	// stale: parked before this worker lost the pin, or while it had none.
+	// The worker pinned meanwhile may have settled it: a takeover does not
+	// count it as held here (scheduler.losePin).
+	stale bool
 }
 
 // lane is one recipient's ordered queue. The scheduler owns it.
@@ -102,13 +106,22 @@ func (l *lane) unpark(seq uint64) bool {
 }
 
 // addParked records that seq went back to the stream until deadline.
-func (l *lane) addParked(seq uint64, deadline time.Time) {
+func (l *lane) addParked(seq uint64, deadline time.Time, stale bool) {
 	i, found := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
 	if found {
-		l.parked[i].deadline = deadline
+		l.parked[i].deadline, l.parked[i].stale = deadline, stale
 		return
 	}
-	l.parked = slices.Insert(l.parked, i, parkedMsg{seq: seq, deadline: deadline})
+	l.parked = slices.Insert(l.parked, i, parkedMsg{seq: seq, deadline: deadline, stale: stale})
+}
+
+// parkedAt returns the lane's parked entry for seq.
+func (l *lane) parkedAt(seq uint64) (*parkedMsg, bool) {
+	i, found := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+	if !found {
+		return nil, false
+	}
+	return &l.parked[i], true
 }
 
 // mustPark reports whether a message with this sequence has to wait behind a

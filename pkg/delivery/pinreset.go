@@ -128,6 +128,7 @@ func (w *Worker) pinMoved(outcome string) {
 	w.m.pinResets.WithLabelValues(outcome).Inc()
 	eff, n := w.sched.handBackAll(w.now())
 	w.apply(eff)
+	w.sched.losePin()
 	w.log.Warn("another worker is pinned: handed back the messages this one held", "count", n, "cause", outcome,
 		"doubted", w.now().Sub(d.since))
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"container/heap"
+	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -62,6 +63,9 @@ type scheduler struct {
 	// toVerify are lanes with an inherited hold the worker has yet to
 	// check (holdVerified).
 	toVerify []holdCheck
+	// pinLost is set from the moment the worker lost the pin until it is
+	// pinned again: what it parks meanwhile is stale (losePin).
+	pinLost bool
 }
 
 // holdCheck asks the worker which of a recipient's messages from first on a
@@ -181,9 +185,7 @@ func (s *scheduler) holdVerified(recipient string, suspects []uint64, now time.T
 	h := *l.verify
 	l.verify = nil
 	for _, seq := range suspects {
-		if !l.holds(seq) {
-			l.addParked(seq, h.Until)
-		}
+		s.suspect(l, seq, h.Until)
 	}
 	var eff effects
 	switch {
@@ -208,6 +210,17 @@ func (s *scheduler) arrive(j *job, now time.Time) (eff effects, dup bool) {
 	case l.mustPark(j.seq):
 		// A message of this recipient before it is parked: wait behind it.
 		eff = s.park(l, []*job{j}, l.lastDeadline().Sub(now)+parkGap, now)
+	case len(l.queue) >= s.cfg.laneCap && j.seq < l.queue[len(l.queue)-1].seq:
+		// A full lane gets a message earlier than its last one (one a
+		// takeover check parked, coming back): it goes in, and the lane's
+		// last goes back instead. Handed back itself, it would come back
+		// to a lane still full of the later messages that wait for it,
+		// for ever (found by TestRepinnedWorkerDoesNotCountStaleParksAsItsOwn).
+		if dup = l.insert(j); !dup {
+			last := l.queue[len(l.queue)-1]
+			l.queue = l.queue[:len(l.queue)-1]
+			eff = s.park(l, []*job{last}, time.Duration(len(l.queue))*l.interval(), now)
+		}
 	case len(l.queue) >= s.cfg.laneCap:
 		// A hot recipient: hand the overflow back, to return when the lane
 		// has worked through what it holds, instead of filling the
@@ -233,7 +246,7 @@ func (s *scheduler) park(l *lane, jobs []*job, delay time.Duration, now time.Tim
 	for i, j := range jobs {
 		d := delay + time.Duration(i)*parkGap
 		eff.naks = append(eff.naks, nak{j: j, delay: d})
-		l.addParked(j.seq, now.Add(d))
+		l.addParked(j.seq, now.Add(d), s.pinLost)
 	}
 	if h, ok := s.holdChange(l); ok {
 		eff.holds = append(eff.holds, h)
@@ -273,7 +286,7 @@ func (s *scheduler) nakFailed(j *job, deadline time.Time) effects {
 	if !ok {
 		return effects{}
 	}
-	l.addParked(j.seq, deadline)
+	l.addParked(j.seq, deadline, s.pinLost)
 	var eff effects
 	if h, ok := s.holdChange(l); ok {
 		eff.holds = append(eff.holds, h)
@@ -417,7 +430,9 @@ func (s *scheduler) takeClears() []string {
 // sequences of its recipient's messages a previous worker may still hold
 // (delivered, not settled, not held here). They join the lane as parked
 // until deadline, so the recipient's later messages wait for them; messages
-// already queued behind one wait too (schedulable). Then the lane may send.
+// already queued behind one wait too (schedulable). A stale park that is
+// not a suspect is settled (the window starts below every unacknowledged
+// message): the lane no longer waits for it. Then the lane may send.
 func (s *scheduler) laneCleared(recipient string, suspects []uint64, deadline, now time.Time) effects {
 	delete(s.clearing, recipient)
 	l, ok := s.lanes[recipient]
@@ -427,20 +442,56 @@ func (s *scheduler) laneCleared(recipient string, suspects []uint64, deadline, n
 		}
 		l = s.laneFor(recipient, now)
 	}
+	l.parked = slices.DeleteFunc(l.parked, func(p parkedMsg) bool { return p.stale && !slices.Contains(suspects, p.seq) })
 	for _, seq := range suspects {
-		if l.holds(seq) {
-			continue
-		}
-		l.addParked(seq, deadline)
+		s.suspect(l, seq, deadline)
 	}
 	l.cleared = true
 	var eff effects
 	if h, ok := s.holdChange(l); ok {
 		eff.holds = append(eff.holds, h)
+	} else if len(l.parked) == 0 && !l.holdUntil.IsZero() && l.verify == nil {
+		eff.holds = append(eff.holds, s.releaseHold(l))
 	}
 	s.reschedule(l, now)
 	return eff
 }
+
+// suspect records that a check found seq of lane l not settled: a previous
+// worker may hold it until deadline. A message held here (queued, in
+// flight, or parked under this worker's pin) comes back here and needs
+// nothing; one this worker parked before it lost the pin is no longer its
+// own, and waits at least until deadline.
+func (s *scheduler) suspect(l *lane, seq uint64, deadline time.Time) {
+	if p, ok := l.parkedAt(seq); ok && p.stale {
+		p.deadline, p.stale = later(p.deadline, deadline), s.pinLost
+		return
+	}
+	if !l.holds(seq) {
+		l.addParked(seq, deadline, s.pinLost)
+	}
+}
+
+// losePin marks every parked message stale: the worker lost the pin and
+// handed back what it held, so those messages go to the worker pinned now,
+// which may settle them before they are due. Until regainPin, what the
+// worker parks is stale too. Stale parks keep their lanes waiting as
+// before, but a takeover does not count them as held here: they are not
+// unacknowledged any more, and counting them hid as many of a dead
+// worker's messages (bug 43: the takeover ended at once, and a chat's
+// next message went before the one the dead worker held).
+func (s *scheduler) losePin() {
+	s.pinLost = true
+	for _, l := range s.lanes {
+		for i := range l.parked {
+			l.parked[i].stale = true
+		}
+	}
+}
+
+// regainPin notes that the worker is pinned again: what it parks from now
+// on comes back to it.
+func (s *scheduler) regainPin() { s.pinLost = false }
 
 // setRate changes the channel-wide send rate from now on (graceful
 // degradation).
@@ -661,9 +712,10 @@ func (s *scheduler) rescheduleAll(now time.Time) {
 	}
 }
 
-// counts are the scheduler's figures.
+// counts are the scheduler's figures. ownParked are the parked messages
+// that are not stale (losePin).
 type counts struct {
-	held, parked, inflight, lanes int
+	held, parked, ownParked, inflight, lanes int
 }
 
 func (s *scheduler) counts() counts {
@@ -671,6 +723,11 @@ func (s *scheduler) counts() counts {
 	for _, l := range s.lanes {
 		c.held += len(l.queue)
 		c.parked += len(l.parked)
+		for _, p := range l.parked {
+			if !p.stale {
+				c.ownParked++
+			}
+		}
 	}
 	return c
 }

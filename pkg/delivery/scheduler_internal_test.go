@@ -626,3 +626,92 @@ func TestSchedulerDueWaitsForTheLane(t *testing.T) {
 		t.Fatalf("due took %v once the lane was cleared, want seq 3", got)
 	}
 }
+
+// A full lane that gets a message earlier than its last (a takeover's
+// suspect coming back) takes it, and hands its last back instead: handed
+// back itself, the earlier message came back to a lane still full of the
+// later ones that waited for it, again and again.
+func TestSchedulerFullLaneTakesAnEarlierMessage(t *testing.T) {
+	v := &fakeView{holds: map[string]hold{}, deadSet: map[string]bool{}}
+	s := newScheduler(schedConfig{rate: 30, laneRate: telegramRates, laneCap: 3, parkGrace: 40 * time.Second}, v)
+	s.startTakeover(t0.Add(time.Minute), t0)
+	for i := uint64(2); i <= 4; i++ {
+		v.apply(first(s.arrive(mkJob(i, "100"), t0)))
+	}
+	v.apply(s.laneCleared("100", []uint64{1}, t0.Add(5*time.Second), t0))
+	if j, _ := s.next(t0); j != nil {
+		t.Fatalf("seq %d sent before the suspect came back", j.seq)
+	}
+	eff, dup := s.arrive(mkJob(1, "100"), t0.Add(time.Second))
+	if dup || len(eff.naks) != 1 || eff.naks[0].j.seq != 4 {
+		t.Fatalf("the suspect's return handed back %+v (dup %v), want the lane's last, seq 4", eff.naks, dup)
+	}
+	v.apply(eff)
+	var got []uint64
+	for at := t0.Add(time.Second); at.Before(t0.Add(5 * time.Second)); at = at.Add(100 * time.Millisecond) {
+		if j, _ := s.next(at); j != nil {
+			got = append(got, j.seq)
+			s.finish(j, at, true, moveOn, 0)
+		}
+	}
+	v.apply(first(s.arrive(mkJob(4, "100"), t0.Add(5*time.Second))))
+	if j, _ := s.next(t0.Add(5 * time.Second)); j != nil {
+		got = append(got, j.seq)
+	}
+	if !slices.Equal(got, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("sent %v, want 1 2 3 4", got)
+	}
+}
+
+// Parks made before the worker lost the pin, or while it had none, are
+// stale: the worker pinned meanwhile may have settled them, so a takeover
+// does not count them as held here (bug 43). A lane check keeps a stale park
+// that is still a suspect, until the check's deadline at least, and drops
+// one that is settled.
+func TestSchedulerStaleParks(t *testing.T) {
+	s, v := newTestScheduler(30)
+	for i := uint64(1); i <= 2; i++ {
+		v.apply(first(s.arrive(mkJob(i, "100"), t0)))
+		v.apply(first(s.arrive(mkJob(i+10, "200"), t0)))
+	}
+	j, _ := s.next(t0)
+	v.apply(s.finish(j, t0, true, retryLater, time.Second)) // lane j parks both its messages
+	if c := s.counts(); c.parked != 2 || c.ownParked != 2 {
+		t.Fatalf("counts %+v after a retry, want 2 parked, both own", c)
+	}
+
+	eff, _ := s.handBackAll(t0)
+	v.apply(eff)
+	s.losePin()
+	if c := s.counts(); c.parked != 2 || c.ownParked != 0 {
+		t.Fatalf("counts %+v after the pin was lost, want 2 parked, none own", c)
+	}
+	s.laneFor("300", t0)
+	v.apply(s.nakFailed(mkJob(21, "300"), t0.Add(time.Second)))
+	if c := s.counts(); c.ownParked != 0 {
+		t.Fatalf("counts %+v: a park without the pin counted as own", c)
+	}
+
+	s.regainPin()
+	s.startTakeover(t0.Add(time.Minute), t0.Add(time.Second))
+	lo := s.lanes[j.lane].parked[0].seq
+	v.apply(first(s.arrive(mkJob(lo+5, j.lane), t0.Add(time.Second))))
+	// The check finds the lane's first message still out (another worker
+	// holds it until the ack wait), its second settled.
+	deadline := t0.Add(7 * time.Second)
+	v.apply(s.laneCleared(j.lane, []uint64{lo}, deadline, t0.Add(time.Second)))
+	// The new message parked behind the lane's first when it arrived.
+	l := s.lanes[j.lane]
+	if len(l.parked) != 2 || l.parked[0].seq != lo || l.parked[0].stale || !l.parked[0].deadline.Equal(deadline) || l.parked[1].seq != lo+5 {
+		t.Fatalf("lane %s parked %+v after its check, want seq %d, own, until the check's deadline, then seq %d", j.lane, l.parked, lo, lo+5)
+	}
+	if c := s.counts(); c.ownParked != 2 || c.parked != 3 {
+		t.Fatalf("counts %+v after the check, want the suspect counted as own, lane 300's stale park not", c)
+	}
+	if sp := s.lanes["300"].parked; len(sp) != 1 || !sp[0].stale {
+		t.Fatalf("lane 300 parked %+v, want its stale park kept until checked or expired", sp)
+	}
+	if j, _ := s.next(t0.Add(2 * time.Second)); j != nil {
+		t.Fatalf("seq %d sent before the suspect came back", j.seq)
+	}
+}

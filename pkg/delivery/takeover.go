@@ -106,8 +106,9 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 // by this worker: what this worker holds now is compared with the server's
 // count of a moment ago, so messages that arrived in between are not
 // counted as ours (they would hide as many of the other worker's: found by
-// TestRepinnedWorkerWaitsForTheOthersMessages). Messages acked in between
-// make the wait longer, never shorter.
+// TestRepinnedWorkerWaitsForTheOthersMessages), nor are the stale parks of a
+// pin this worker lost (scheduler.losePin). Messages acked in between make
+// the wait longer, never shorter.
 func (w *Worker) onTakeoverCheck(c ackCount) {
 	if w.stopCheck == nil {
 		return
@@ -117,7 +118,7 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 		w.startClears()
 	}
 	n := w.sched.counts()
-	ours := len(w.incoming) + n.held + n.parked + n.inflight
+	ours := len(w.incoming) + n.held + n.ownParked + n.inflight
 	ours -= int(w.received.Load() - c.received)
 	if foreign := c.pending - ours; foreign > 0 {
 		return

@@ -511,6 +511,7 @@ func (w *Worker) onArrival(j *job) {
 	if w.doubt != nil && j.pinEpoch >= w.doubt.epoch {
 		w.pinKept() // delivered after the 423: to this worker's new pin
 	}
+	w.sched.regainPin() // delivered under this worker's pin
 	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch {
 		w.startTakeoverCheck(j.received)
 	}
