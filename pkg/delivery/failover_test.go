@@ -318,8 +318,11 @@ func TestRepinnedWorkerDoesNotCountStaleParksAsItsOwn(t *testing.T) {
 	waitDelivered(t, env, 1)
 	y, ncY, stuck := startMortalWorker(t, env, o, 100)
 
+	// Six messages a chat keep parks in the survivor's lanes for seconds:
+	// long enough for the wait below on a busy machine.
+	const each = 6
 	hot := []int64{10, 11, 12, 13, 14}
-	for i := range 3 {
+	for i := range each {
 		for _, c := range hot {
 			env.Publish(note(fmt.Sprintf("k:%d:%d", c, i), c, fmt.Sprint(i)))
 		}
@@ -337,7 +340,7 @@ func TestRepinnedWorkerDoesNotCountStaleParksAsItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Publish(note("k:trigger", 400, "trigger")) // something must arrive for the server to pin the other worker
-	total := int64(1 + 3*len(hot) + 1)
+	total := int64(1 + each*len(hot) + 1)
 	natstest.WaitFor(t, 30*time.Second, func() bool { return env.Emu.Stats().Delivered >= total }, "the hot chats delivered")
 	if y.Stats().Sent == 0 {
 		t.Fatal("the other worker sent nothing: the pin did not move as the test needs")

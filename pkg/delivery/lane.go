@@ -169,6 +169,12 @@ func (l *lane) holds(seq uint64) bool {
 	return ok
 }
 
+// holdOver reports whether the lane's written hold is no longer needed:
+// nothing of it parked, and no inherited hold left to check.
+func (l *lane) holdOver() bool {
+	return len(l.parked) == 0 && !l.holdUntil.IsZero() && l.verify == nil
+}
+
 // idle reports whether the lane holds nothing and can be dropped.
 func (l *lane) idle() bool {
 	return l.inflight == nil && len(l.queue) == 0 && len(l.parked) == 0 && l.holdUntil.IsZero() && l.verify == nil

@@ -229,7 +229,7 @@ func (s *scheduler) arrive(j *job, now time.Time) (eff effects, dup bool) {
 	default:
 		dup = l.insert(j)
 	}
-	if len(l.parked) == 0 && !l.holdUntil.IsZero() && l.verify == nil {
+	if l.holdOver() {
 		eff.holds = append(eff.holds, s.releaseHold(l))
 	}
 	s.reschedule(l, now)
@@ -406,14 +406,25 @@ func (s *scheduler) startTakeover(until, now time.Time) {
 }
 
 // endTakeover lets every lane send: the previous worker's messages are all
-// back, or the wait is over.
-func (s *scheduler) endTakeover(now time.Time) {
+// back, or the wait is over. Stale parks (losePin) go too: those the
+// takeover did not find still out are settled, and a lane that kept one
+// would hand each later message back at once, again and again, until it
+// expired (its deadline has passed: nothing pushes the wait further).
+func (s *scheduler) endTakeover(now time.Time) effects {
 	s.takeoverUntil = time.Time{}
 	clear(s.clearing)
 	s.toClear = nil
+	var eff effects
 	for _, l := range s.lanes {
+		if n := len(l.parked); n > 0 {
+			l.parked = slices.DeleteFunc(l.parked, func(p parkedMsg) bool { return p.stale })
+			if l.holdOver() {
+				eff.holds = append(eff.holds, s.releaseHold(l))
+			}
+		}
 		s.reschedule(l, now)
 	}
+	return eff
 }
 
 // inTakeover reports whether a takeover is running at now.
@@ -450,7 +461,7 @@ func (s *scheduler) laneCleared(recipient string, suspects []uint64, deadline, n
 	var eff effects
 	if h, ok := s.holdChange(l); ok {
 		eff.holds = append(eff.holds, h)
-	} else if len(l.parked) == 0 && !l.holdUntil.IsZero() && l.verify == nil {
+	} else if l.holdOver() {
 		eff.holds = append(eff.holds, s.releaseHold(l))
 	}
 	s.reschedule(l, now)
@@ -689,7 +700,7 @@ func (s *scheduler) housekeep(now time.Time) (effects, []expired) {
 			l.verify = nil
 			gone = append(gone, expired{recipient: key, count: 1})
 		}
-		if len(l.parked) == 0 && !l.holdUntil.IsZero() && l.verify == nil {
+		if l.holdOver() {
 			eff.holds = append(eff.holds, s.releaseHold(l))
 		}
 		if l.idle() && now.Sub(l.touched) > idleLaneAfter && l.limiter.TokensAt(now) >= 1 {

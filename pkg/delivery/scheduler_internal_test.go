@@ -714,4 +714,25 @@ func TestSchedulerStaleParks(t *testing.T) {
 	if j, _ := s.next(t0.Add(2 * time.Second)); j != nil {
 		t.Fatalf("seq %d sent before the suspect came back", j.seq)
 	}
+
+	// The takeover ends (everything unacknowledged is this worker's): the
+	// stale park left is settled. Kept, it would bounce each later message
+	// of its lane back to the stream at once until it expired.
+	if _, held := v.holds["300"]; !held {
+		t.Fatal("lane 300's park wrote no hold")
+	}
+	v.apply(s.endTakeover(t0.Add(3 * time.Second)))
+	if sp := s.lanes["300"].parked; len(sp) != 0 {
+		t.Fatalf("lane 300 parked %+v after the takeover, want its stale park dropped", sp)
+	}
+	if _, held := v.holds["300"]; held {
+		t.Fatal("lane 300's hold kept after its stale park was dropped")
+	}
+	eff, _ = s.arrive(mkJob(30, "300"), t0.Add(3*time.Second))
+	if len(eff.naks) != 0 {
+		t.Fatalf("lane 300 handed back %+v, want seq 30 queued", eff.naks)
+	}
+	if l := s.lanes[j.lane]; len(l.parked) != 2 {
+		t.Fatalf("lane %s parked %+v after the takeover, want its own parks kept", j.lane, l.parked)
+	}
 }

@@ -312,5 +312,5 @@ func (w *Worker) endQuarantine() {
 	}
 	w.takeoverBounds = nil
 	w.clearQueue = nil
-	w.sched.endTakeover(w.now())
+	w.apply(w.sched.endTakeover(w.now()))
 }
