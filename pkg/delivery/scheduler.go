@@ -406,23 +406,33 @@ func (s *scheduler) startTakeover(until, now time.Time) {
 }
 
 // endTakeover lets every lane send: the previous worker's messages are all
-// back, or the wait is over. Stale parks (losePin) go too: those the
-// takeover did not find still out are settled, and a lane that kept one
-// would hand each later message back at once, again and again, until it
-// expired (its deadline has passed: nothing pushes the wait further).
-func (s *scheduler) endTakeover(now time.Time) effects {
+// back, or the wait is over.
+func (s *scheduler) endTakeover(now time.Time) {
 	s.takeoverUntil = time.Time{}
 	clear(s.clearing)
 	s.toClear = nil
+	for _, l := range s.lanes {
+		s.reschedule(l, now)
+	}
+}
+
+// dropStaleParks forgets the stale parks (losePin) when a takeover's count
+// found every unacknowledged message of the consumer held here: a stale
+// park's message is not among them, so it is settled. Kept, it would hand
+// each later message of its lane back at once, again and again, until it
+// expired (its deadline has passed: nothing pushes the wait further). Not
+// when a takeover merely runs out of time: a stale park's message may still
+// be out then, handed back with a delay that has not passed.
+func (s *scheduler) dropStaleParks() effects {
 	var eff effects
 	for _, l := range s.lanes {
-		if n := len(l.parked); n > 0 {
-			l.parked = slices.DeleteFunc(l.parked, func(p parkedMsg) bool { return p.stale })
-			if l.holdOver() {
-				eff.holds = append(eff.holds, s.releaseHold(l))
-			}
+		if len(l.parked) == 0 {
+			continue
 		}
-		s.reschedule(l, now)
+		l.parked = slices.DeleteFunc(l.parked, func(p parkedMsg) bool { return p.stale })
+		if l.holdOver() {
+			eff.holds = append(eff.holds, s.releaseHold(l))
+		}
 	}
 	return eff
 }

@@ -715,13 +715,20 @@ func TestSchedulerStaleParks(t *testing.T) {
 		t.Fatalf("seq %d sent before the suspect came back", j.seq)
 	}
 
-	// The takeover ends (everything unacknowledged is this worker's): the
-	// stale park left is settled. Kept, it would bounce each later message
-	// of its lane back to the stream at once until it expired.
+	// A takeover that runs out of time keeps the stale parks: their
+	// messages may still be out.
 	if _, held := v.holds["300"]; !held {
 		t.Fatal("lane 300's park wrote no hold")
 	}
-	v.apply(s.endTakeover(t0.Add(3 * time.Second)))
+	s.endTakeover(t0.Add(3 * time.Second))
+	if sp := s.lanes["300"].parked; len(sp) != 1 {
+		t.Fatalf("lane 300 parked %+v after the takeover ran out of time, want its stale park kept", sp)
+	}
+
+	// A takeover's count that finds every unacknowledged message held here
+	// proves the stale park left settled. Kept, it would bounce each later
+	// message of its lane back to the stream at once until it expired.
+	v.apply(s.dropStaleParks())
 	if sp := s.lanes["300"].parked; len(sp) != 0 {
 		t.Fatalf("lane 300 parked %+v after the takeover, want its stale park dropped", sp)
 	}

@@ -123,6 +123,7 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	if foreign := c.pending - ours; foreign > 0 {
 		return
 	}
+	w.apply(w.sched.dropStaleParks())
 	w.endQuarantine()
 }
 
@@ -312,5 +313,5 @@ func (w *Worker) endQuarantine() {
 	}
 	w.takeoverBounds = nil
 	w.clearQueue = nil
-	w.apply(w.sched.endTakeover(w.now()))
+	w.sched.endTakeover(w.now())
 }
