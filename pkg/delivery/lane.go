@@ -141,13 +141,16 @@ func (l *lane) lastDeadline() time.Time {
 	return t
 }
 
-// expireParked forgets parked messages that should have come back long ago
-// (another worker took them, or they were deleted), so that the lane cannot
-// wait forever. It reports how many were dropped.
-func (l *lane) expireParked(now time.Time, grace time.Duration) int {
-	n := len(l.parked)
-	l.parked = slices.DeleteFunc(l.parked, func(p parkedMsg) bool { return now.After(p.deadline.Add(grace)) })
-	return n - len(l.parked)
+// overdue counts the parked messages that should have come back long ago:
+// past their deadline by more than grace.
+func (l *lane) overdue(now time.Time, grace time.Duration) int {
+	n := 0
+	for _, p := range l.parked {
+		if now.After(p.deadline.Add(grace)) {
+			n++
+		}
+	}
+	return n
 }
 
 // schedulable reports whether the lane has a message that may be sent once

@@ -85,8 +85,12 @@ type schedConfig struct {
 	// to the stream behind them.
 	laneCap int
 	// parkGrace is how long past its deadline a parked message may take to
-	// come back before the lane stops waiting for it.
+	// come back before the worker checks whether it is still out
+	// (housekeep).
 	parkGrace time.Duration
+	// recheck is how long a parked message found still out waits before
+	// the next check: the consumer's ack wait.
+	recheck time.Duration
 }
 
 // schedView is what the scheduler reads of the shared recipient state.
@@ -172,19 +176,32 @@ func (s *scheduler) takeVerifies() []holdCheck {
 	return out
 }
 
-// holdVerified applies the check of an inherited hold: suspects are the
-// recipient's messages from the hold's first on that are neither settled
-// nor held here. They join the lane as parked until the hold's deadline
-// (their own deadlines are earlier); with none, the hold is released. The
-// hold is not extended: only this lane's own parking writes a later one.
-func (s *scheduler) holdVerified(recipient string, suspects []uint64, now time.Time) effects {
+// holdVerified applies the check of an inherited hold, or of parked
+// messages overdue (housekeep): suspects are the recipient's messages from
+// the hold's first to upTo (the consumer's last delivered sequence when the
+// check began) that are neither settled nor held here. They join the lane
+// as parked until the hold's deadline at least; a parked message in that
+// range that is not a suspect is settled, and the lane no longer waits for
+// it; with nothing parked, the hold is released. The hold is not extended:
+// only this lane's own parking writes a later one.
+func (s *scheduler) holdVerified(recipient string, suspects []uint64, upTo uint64, now time.Time) effects {
 	l, ok := s.lanes[recipient]
 	if !ok || l.verify == nil {
 		return effects{}
 	}
 	h := *l.verify
 	l.verify = nil
+	l.parked = slices.DeleteFunc(l.parked, func(p parkedMsg) bool {
+		return p.seq >= h.First && p.seq <= upTo && !slices.Contains(suspects, p.seq)
+	})
 	for _, seq := range suspects {
+		if p, ok := l.parkedAt(seq); ok {
+			// Parked here and still out: overdue, or earlier than the
+			// hold. It waits until the hold's deadline, then is checked
+			// again.
+			p.deadline, p.stale = later(p.deadline, h.Until), p.stale && s.pinLost
+			continue
+		}
 		s.suspect(l, seq, h.Until)
 	}
 	var eff effects
@@ -694,21 +711,32 @@ type expired struct {
 	count     int
 }
 
-// housekeep forgets parked messages that never came back, releases holds no
-// longer needed, drops idle lanes and reschedules the rest (the dead state
-// of a recipient may have changed).
+// housekeep checks parked messages that did not come back in time,
+// releases holds no longer needed, drops idle lanes and reschedules the
+// rest (the dead state of a recipient may have changed).
+//
+// A parked message overdue is not forgotten: the lane waits while the
+// worker checks whether it is settled, as for an inherited hold
+// (holdVerified). Forgotten after a grace, it let the recipient's later
+// messages go first whenever it was still out — handed back with a delay
+// while the consumer was electing a leader, or held by a worker that had
+// lost the pin without knowing it (bug 45, CI's short cluster run: two
+// orders of a chat came back 7 s after their parks were forgotten, and the
+// next one had gone before them).
 func (s *scheduler) housekeep(now time.Time) (effects, []expired) {
 	var eff effects
 	var gone []expired
 	for key, l := range s.lanes {
-		if n := l.expireParked(now, s.cfg.parkGrace); n > 0 {
+		if n := l.overdue(now, s.cfg.parkGrace); n > 0 && l.verify == nil {
+			l.verify = &hold{First: l.parked[0].seq, Until: now.Add(s.cfg.recheck)}
+			s.toVerify = append(s.toVerify, holdCheck{recipient: key, first: l.parked[0].seq})
 			gone = append(gone, expired{recipient: key, count: n})
 		}
 		if l.verify != nil && now.After(l.verify.Until.Add(s.cfg.parkGrace)) {
 			// The check never answered (JetStream unreachable all along):
-			// the hold is over anyway.
+			// the hold is over anyway. Overdue parks are checked again at
+			// the next round.
 			l.verify = nil
-			gone = append(gone, expired{recipient: key, count: 1})
 		}
 		if l.holdOver() {
 			eff.holds = append(eff.holds, s.releaseHold(l))

@@ -49,7 +49,7 @@ func telegramRates(r string) rate.Limit {
 
 func newTestScheduler(botRate float64) (*scheduler, *fakeView) {
 	v := &fakeView{holds: map[string]hold{}, deadSet: map[string]bool{}}
-	s := newScheduler(schedConfig{rate: rate.Limit(botRate), laneRate: telegramRates, laneCap: 100, parkGrace: 40 * time.Second}, v)
+	s := newScheduler(schedConfig{rate: rate.Limit(botRate), laneRate: telegramRates, laneCap: 100, parkGrace: 40 * time.Second, recheck: 10 * time.Second}, v)
 	return s, v
 }
 
@@ -342,7 +342,7 @@ func TestSchedulerHonoursAnotherWorkersHold(t *testing.T) {
 	if len(checks) != 1 || checks[0] != (holdCheck{recipient: "100", first: 10}) {
 		t.Fatalf("checks %+v, want the hold of 100 from seq 10", checks)
 	}
-	eff = s.holdVerified("100", []uint64{10}, t0.Add(100*time.Millisecond))
+	eff = s.holdVerified("100", []uint64{10}, 1000, t0.Add(100*time.Millisecond))
 	if len(eff.holds) != 0 {
 		t.Fatalf("the check rewrote or released a hold that is still right: %+v", eff.holds)
 	}
@@ -372,7 +372,7 @@ func TestSchedulerReleasesAStaleHold(t *testing.T) {
 	if n := len(s.takeVerifies()); n != 1 {
 		t.Fatalf("%d checks, want 1", n)
 	}
-	eff := s.holdVerified("100", nil, t0.Add(50*time.Millisecond))
+	eff := s.holdVerified("100", nil, 1000, t0.Add(50*time.Millisecond))
 	if len(eff.holds) != 1 || !eff.holds[0].clear {
 		t.Fatalf("hold changes %+v, want the stale hold cleared", eff.holds)
 	}
@@ -391,7 +391,7 @@ func TestSchedulerMovesAHoldToWhatIsStillOut(t *testing.T) {
 	v.holds["100"] = hold{First: 10, Until: until}
 	s.arrive(mkJob(15, "100"), t0)
 	s.takeVerifies()
-	eff := s.holdVerified("100", []uint64{11}, t0)
+	eff := s.holdVerified("100", []uint64{11}, 1000, t0)
 	if len(eff.holds) != 1 || eff.holds[0].clear || eff.holds[0].h.First != 11 || !eff.holds[0].h.Until.Equal(until) {
 		t.Fatalf("hold changes %+v, want first 11 until %v", eff.holds, until)
 	}
@@ -490,24 +490,63 @@ func TestSchedulerHandBackAll(t *testing.T) {
 	}
 }
 
-// Parked messages that never come back (another worker took them) are
-// forgotten after the grace, and the lane moves on.
-func TestSchedulerForgetsParkedMessagesThatNeverComeBack(t *testing.T) {
+// Parked messages that do not come back within the grace are checked, not
+// forgotten: one still out (not settled) keeps the lane waiting, one
+// settled (another worker took it and delivered it) no longer does (bug
+// 45: forgotten, a message still out let the next one go first).
+func TestSchedulerChecksParkedMessagesThatDoNotComeBack(t *testing.T) {
 	s, v := newTestScheduler(30)
 	s.arrive(mkJob(1, "100"), t0)
 	j, _ := s.next(t0)
 	v.apply(s.finish(j, t0, true, retryLater, time.Second))
 	v.apply(first(s.arrive(mkJob(2, "100"), t0)))
-	eff, gone := s.housekeep(t0.Add(time.Second + 41*time.Second))
+	late := t0.Add(time.Second + 41*time.Second)
+	eff, gone := s.housekeep(late)
 	v.apply(eff)
 	if len(gone) != 1 || gone[0].count != 2 {
-		t.Fatalf("expired %+v, want the lane's two parked messages", gone)
+		t.Fatalf("overdue %+v, want the lane's two parked messages", gone)
 	}
+	if got := s.takeVerifies(); len(got) != 1 || got[0] != (holdCheck{recipient: "100", first: 1}) {
+		t.Fatalf("checks %+v, want lane 100 from seq 1", got)
+	}
+	if len(s.lanes["100"].parked) != 2 {
+		t.Fatal("the overdue parks were forgotten before the check answered")
+	}
+	// Seq 1 is still out; seq 2 was settled meanwhile.
+	v.apply(s.holdVerified("100", []uint64{1}, 2, late))
+	l := s.lanes["100"]
+	if len(l.parked) != 1 || l.parked[0].seq != 1 || !l.parked[0].deadline.Equal(late.Add(10*time.Second)) {
+		t.Fatalf("parked %+v after the check, want seq 1 until the recheck", l.parked)
+	}
+	if eff, _ := s.arrive(mkJob(3, "100"), late); len(eff.naks) != 1 || eff.naks[0].j.seq != 3 {
+		t.Fatalf("seq 3 handed back %+v, want it parked behind seq 1", eff.naks)
+	}
+	// A check that began before seq 3 was delivered does not drop its park.
+	l.verify = &hold{First: 1, Until: late}
+	v.apply(s.holdVerified("100", []uint64{1}, 2, late))
+	if len(l.parked) != 2 {
+		t.Fatalf("parked %+v, want seq 3's park kept by a check that did not read it", l.parked)
+	}
+	if _, held := v.holds["100"]; !held {
+		t.Fatal("the hold was released while seq 1 is out")
+	}
+
+	// Checked again after the next grace: settled now, the lane moves on.
+	later := late.Add(10*time.Second + 41*time.Second)
+	eff, gone = s.housekeep(later)
+	v.apply(eff)
+	if len(gone) != 1 || len(s.takeVerifies()) != 1 {
+		t.Fatalf("overdue %+v: want seq 1 checked again", gone)
+	}
+	v.apply(s.holdVerified("100", []uint64{3}, 3, later)) // seq 3 is still out: it is parked
+	if h, held := v.holds["100"]; !held || h.First != 3 {
+		t.Fatalf("hold %+v after seq 1 was settled, want it moved to seq 3", h)
+	}
+	v.apply(first(s.arrive(mkJob(3, "100"), later)))
 	if _, held := v.holds["100"]; held {
-		t.Fatal("the hold was kept after its messages were forgotten")
+		t.Fatal("the hold was kept after every parked message came back")
 	}
-	s.arrive(mkJob(3, "100"), t0.Add(time.Minute))
-	if j, _ := s.next(t0.Add(time.Minute)); j == nil || j.seq != 3 {
+	if j, _ := s.next(later); j == nil || j.seq != 3 {
 		t.Fatalf("got %v, want seq 3 sent once the lane stopped waiting", j)
 	}
 }

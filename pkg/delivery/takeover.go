@@ -59,6 +59,7 @@ type cleared struct {
 	err       error
 	verify    bool
 	first     uint64
+	upTo      uint64 // a hold check's last sequence read
 }
 
 // startTakeoverCheck begins a takeover: lanes wait until cleared.
@@ -148,9 +149,9 @@ func (w *Worker) startClears() time.Time {
 		w.clearsRunning++
 		ctx := w.sendCtx
 		go func() {
-			suspects, err := w.holdSuspects(ctx, c)
+			suspects, upTo, err := w.holdSuspects(ctx, c)
 			select {
-			case w.clears <- cleared{recipient: c.recipient, suspects: suspects, err: err, verify: true, first: c.first}:
+			case w.clears <- cleared{recipient: c.recipient, suspects: suspects, err: err, verify: true, first: c.first, upTo: upTo}:
 			case <-ctx.Done():
 			}
 		}()
@@ -191,9 +192,11 @@ func (w *Worker) onCleared(c cleared) {
 			return
 		}
 		if len(c.suspects) == 0 {
-			w.log.Debug("a hold left by another worker is over: its messages are all settled", "recipient", c.recipient)
+			w.log.Debug("a hold is over: its messages are all settled", "recipient", c.recipient)
+		} else {
+			w.log.Info("messages a recipient waits for are still out; waiting for them", "recipient", c.recipient, "count", len(c.suspects))
 		}
-		w.apply(w.sched.holdVerified(c.recipient, c.suspects, w.now()))
+		w.apply(w.sched.holdVerified(c.recipient, c.suspects, c.upTo, w.now()))
 		return
 	}
 	if w.stopCheck == nil {
@@ -225,16 +228,17 @@ func (w *Worker) clearFailed() {
 }
 
 // holdSuspects reads the consumer's last delivered sequence, then the
-// recipient's messages from the hold's first on, and returns those not
-// settled.
-func (w *Worker) holdSuspects(ctx context.Context, c holdCheck) ([]uint64, error) {
+// recipient's messages from the hold's first up to it, and returns those
+// not settled, and the last sequence read.
+func (w *Worker) holdSuspects(ctx context.Context, c holdCheck) ([]uint64, uint64, error) {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	info, err := w.res.Consumer.Info(qctx)
 	cancel()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return w.suspects(ctx, c.recipient, c.first-1, info.Delivered.Stream)
+	out, err := w.suspects(ctx, c.recipient, c.first-1, info.Delivered.Stream)
+	return out, info.Delivered.Stream, err
 }
 
 // suspects reads the recipient's messages in (floor, delivered] and

@@ -248,6 +248,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		laneRate:  lim.RecipientRate,
 		laneCap:   cfg.LaneCap,
 		parkGrace: w.parkGrace(),
+		recheck:   cfg.AckWait,
 	}, state)
 	return w, nil
 }
@@ -594,7 +595,7 @@ func (w *Worker) housekeep() {
 	w.stats.setDegradation(deg)
 	eff, gone := w.sched.housekeep(now)
 	for _, g := range gone {
-		w.log.Warn("parked messages did not come back; no longer waiting for them", "recipient", g.recipient, "count", g.count)
+		w.log.Warn("parked messages did not come back in time; checking whether they are settled", "recipient", g.recipient, "count", g.count)
 	}
 	w.apply(eff)
 	c := w.sched.counts()
