@@ -55,7 +55,10 @@ func (s *stuckChat) stuck() bool {
 func failoverEnv(t *testing.T) (*testenv.Env, testenv.WorkerOptions) {
 	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	cfg.AckWait = 6 * time.Second
+	// The dead worker's messages come back after the ack wait: the
+	// standby's failover (about a second) must fit well inside it even on
+	// a busy machine (6 s did not, once, in CI).
+	cfg.AckWait = 20 * time.Second
 	cfg.ShutdownTimeout = time.Second // the dead worker's stuck send ends with the test
 	return env, testenv.WorkerOptions{Config: cfg, Telegram: tg, Settings: jetstream.WorkerSettings{PinnedTTL: 2 * time.Minute}}
 }
@@ -109,7 +112,7 @@ func TestStandbyTakesOverFromADeadWorkerPerChat(t *testing.T) {
 	if got := len(env.Emu.ChatMessages(100)); got != 0 {
 		t.Fatalf("chat 100 received %d messages before the dead worker's came back: its order is lost", got)
 	}
-	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= 3 }, "chat 100 delivered by the standby")
+	natstest.WaitFor(t, 60*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= 3 }, "chat 100 delivered by the standby")
 	t.Logf("chat 100 after %v", time.Since(crash))
 	checkOrder(t, env, 100, 3)
 	if got := env.Emu.Stats().Delivered; got != 5 {
@@ -356,7 +359,7 @@ func TestRepinnedWorkerDoesNotCountStaleParksAsItsOwn(t *testing.T) {
 	ncY.Close()
 	env.Publish(note("k:100:1", 100, "1"))
 
-	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= 2 }, "chat 100 delivered by the survivor")
+	natstest.WaitFor(t, 60*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) >= 2 }, "chat 100 delivered by the survivor")
 	checkOrder(t, env, 100, 2)
 	if got := env.Emu.Stats().Delivered; got != total+2 {
 		t.Errorf("%d deliveries, want %d", got, total+2)
