@@ -96,9 +96,14 @@ func (l *lane) insert(j *job) (dup bool) {
 	return false
 }
 
+// parkedIndex finds seq in the parked set: its index, or where it would go.
+func (l *lane) parkedIndex(seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+}
+
 // unpark removes seq from the parked set and reports whether it was there.
 func (l *lane) unpark(seq uint64) bool {
-	i, found := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+	i, found := l.parkedIndex(seq)
 	if found {
 		l.parked = slices.Delete(l.parked, i, i+1)
 	}
@@ -107,7 +112,7 @@ func (l *lane) unpark(seq uint64) bool {
 
 // addParked records that seq went back to the stream until deadline.
 func (l *lane) addParked(seq uint64, deadline time.Time, stale bool) {
-	i, found := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+	i, found := l.parkedIndex(seq)
 	if found {
 		l.parked[i].deadline, l.parked[i].stale = deadline, stale
 		return
@@ -117,7 +122,7 @@ func (l *lane) addParked(seq uint64, deadline time.Time, stale bool) {
 
 // parkedAt returns the lane's parked entry for seq.
 func (l *lane) parkedAt(seq uint64) (*parkedMsg, bool) {
-	i, found := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+	i, found := l.parkedIndex(seq)
 	if !found {
 		return nil, false
 	}
@@ -168,7 +173,7 @@ func (l *lane) holds(seq uint64) bool {
 	if _, ok := slices.BinarySearchFunc(l.queue, seq, func(q *job, seq uint64) int { return cmpU64(q.seq, seq) }); ok {
 		return true
 	}
-	_, ok := slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
+	_, ok := l.parkedIndex(seq)
 	return ok
 }
 
