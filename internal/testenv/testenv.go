@@ -255,6 +255,9 @@ type WorkerOptions struct {
 	// WrapChats, when set, wraps the worker's notify_chats bucket (to
 	// inject faults into its shared state).
 	WrapChats func(natsjs.KeyValue) natsjs.KeyValue
+	// WrapAttempts, when set, wraps the worker's notify_attempts bucket
+	// (to inject faults into its attempt and give-up marks).
+	WrapAttempts func(natsjs.KeyValue) natsjs.KeyValue
 	// WrapConsumer, when set, wraps the worker's consumer (to inject
 	// faults into its reads of the consumer).
 	WrapConsumer func(natsjs.Consumer) natsjs.Consumer
@@ -297,6 +300,9 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 	}
 	if o.WrapChats != nil {
 		res.Chats = o.WrapChats(res.Chats)
+	}
+	if o.WrapAttempts != nil {
+		res.Attempts = o.WrapAttempts(res.Attempts)
 	}
 	if o.WrapConsumer != nil {
 		res.Consumer = o.WrapConsumer(res.Consumer)

@@ -514,16 +514,22 @@ func (w *Worker) giveUp(ctx context.Context, j *job, target string, l letter, fa
 			return result{job: j, disp: retryHere, at: w.now(), delay: stateRetry}
 		}
 	}
+	// The give-up mark goes before the termination: a worker checking
+	// whether the recipient's earlier messages are settled (takeover.go)
+	// finds it, and a terminated message without one would look out for
+	// ever (bug 46). A crash between the two brings the message back, and
+	// the mark makes it given up on again.
+	if j.n.Key != "" {
+		if err := w.store.markDone(ctx, j.n.Key, l.reason); err != nil {
+			w.log.Error("cannot record that this channel gave up; retrying later", "key", j.n.Key, "err", err)
+			return result{job: j, disp: retryHere, at: w.now(), delay: stateRetry}
+		}
+	}
 	if err := w.store.deadLetter(ctx, j, l); err != nil {
 		w.log.Error("cannot dead-letter; retrying later", "key", j.n.Key, "err", err)
 		return result{job: j, disp: retryHere, at: w.now(), delay: stateRetry}
 	}
 	w.countDead(l.reason)
-	if j.n.Key != "" {
-		if err := w.store.markDone(ctx, j.n.Key, l.reason); err != nil {
-			w.log.Warn("cannot record that this channel gave up", "key", j.n.Key, "err", err)
-		}
-	}
 	return result{job: j, disp: moveOn, at: w.now()}
 }
 

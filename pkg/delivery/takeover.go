@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 	"time"
-
-	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // A worker that starts receiving (after a crash, a deploy, or as the
@@ -237,7 +235,10 @@ func (w *Worker) holdSuspects(ctx context.Context, c holdCheck) ([]uint64, uint6
 	if err != nil {
 		return nil, 0, err
 	}
-	out, err := w.suspects(ctx, c.recipient, c.first-1, info.Delivered.Stream)
+	// Below the consumer's ack floor everything is acked or terminated,
+	// settled whatever the records say (a message terminated without its
+	// give-up mark would otherwise look out for ever: bug 46).
+	out, err := w.suspects(ctx, c.recipient, max(c.first-1, info.AckFloor.Stream), info.Delivered.Stream)
 	return out, info.Delivered.Stream, err
 }
 
@@ -282,7 +283,7 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 				skip[i] = true
 				continue
 			}
-			keys[i] = m.header.Get(jetstream.HeaderKey)
+			keys[i] = n.Key
 		}
 		// One batched read of the page's records, instead of two reads
 		// per message.

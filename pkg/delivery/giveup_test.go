@@ -1,0 +1,139 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
+	"github.com/tgnotify/tgnotify/pkg/notify"
+)
+
+// doneMarks is a notify_attempts bucket that refuses ("fail") or silently
+// drops ("drop") the give-up marks ("done <reason>") while its mode says
+// so, and counts the marks refused.
+type doneMarks struct {
+	natsjs.KeyValue
+	mu      sync.Mutex
+	mode    string
+	refused atomic.Int32
+}
+
+func (k *doneMarks) setMode(m string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.mode = m
+}
+
+func (k *doneMarks) Put(ctx context.Context, key string, v []byte) (uint64, error) {
+	k.mu.Lock()
+	mode := k.mode
+	k.mu.Unlock()
+	if strings.HasPrefix(string(v), "done ") {
+		switch mode {
+		case "fail":
+			k.refused.Add(1)
+			return 0, errors.New("nats: no response from stream")
+		case "drop":
+			return 1, nil
+		}
+	}
+	return k.KeyValue.Put(ctx, key, v)
+}
+
+// expired is a notification of chat that expired an hour ago: the worker
+// gives up on it without a request.
+func expired(key string, chat int64) (n notify.Notification) {
+	n = note(key, chat, "too late")
+	n.CreatedAt = time.Now().Add(-2 * time.Hour)
+	n.ExpiresAt = time.Now().Add(-time.Hour)
+	return n
+}
+
+// The give-up mark is written before the message is terminated, and a
+// message is not terminated while the mark cannot be written: a worker
+// checking whether a recipient's earlier messages are settled reads the
+// mark, and a terminated message without one looked out to it for ever
+// (bug 46: CI's short cluster run, a worker SIGKILLed between the
+// termination and the mark; the standby's lane waited for the message
+// until the run ended).
+func TestGiveUpMarkIsStoredBeforeTheTermination(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	marks := &doneMarks{mode: "fail"}
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg,
+		WrapAttempts: func(kv natsjs.KeyValue) natsjs.KeyValue { marks.KeyValue = kv; return marks }})
+	env.Publish(expired("sale:1", 100))
+
+	natstest.WaitFor(t, 20*time.Second, func() bool { return marks.refused.Load() >= 2 }, "the give-up mark refused, then tried again")
+	if n := len(env.DeadLetters()); n != 0 {
+		t.Fatalf("%d dead letters while the give-up mark could not be written, want none: the message is terminated without its mark", n)
+	}
+	info, err := w.Resources.Consumer.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 1 {
+		t.Fatalf("%d messages unacknowledged while the mark could not be written, want the one kept", info.NumAckPending)
+	}
+
+	marks.setMode("")
+	natstest.WaitFor(t, 20*time.Second, func() bool { return len(env.DeadLetters()) == 1 }, "the dead letter once the mark is written")
+	e, err := marks.Get(t.Context(), delivery.RecordKey("sale:1"))
+	if err != nil {
+		t.Fatalf("reading the attempt record: %v", err)
+	}
+	if !strings.HasPrefix(string(e.Value()), "done ") {
+		t.Errorf("attempt record %q, want the give-up mark", e.Value())
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		info, err := w.Resources.Consumer.Info(t.Context())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, "the message terminated")
+}
+
+// A worker checking a hold left by another worker counts the messages below
+// the consumer's ack floor as settled, whatever the records say: one
+// terminated without its give-up mark (as before bug 46's fix, or lost with
+// its bucket) no longer keeps the recipient waiting for ever.
+func TestHoldCheckTrustsTheAckFloor(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	cfg.AckWait = 2 * time.Second
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	marks := &doneMarks{mode: "drop"}
+	a := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg,
+		WrapAttempts: func(kv natsjs.KeyValue) natsjs.KeyValue { marks.KeyValue = kv; return marks }})
+	first := env.Publish(expired("sale:1", 100))
+	natstest.WaitFor(t, 20*time.Second, func() bool { return len(env.DeadLetters()) == 1 }, "the expired message given up on")
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		info, err := a.Resources.Consumer.Info(t.Context())
+		return err == nil && info.AckFloor.Stream >= first
+	}, "the ack floor past the terminated message")
+	a.Stop(t)
+
+	// The hold a worker leaves when it parks the recipient's messages
+	// behind the first one (scheduler.holdChange).
+	h, err := json.Marshal(map[string]any{"first": first, "until": time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Resources.Chats.Put(t.Context(), "hold.100", h); err != nil {
+		t.Fatal(err)
+	}
+	b := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
+	env.Publish(note("k:100:1", 100, "after the expired one"))
+	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) == 1 }, "the recipient's next message delivered")
+	natstest.WaitFor(t, 5*time.Second, func() bool { return b.Stats().Sent == 1 }, "the second worker counting its send")
+}
