@@ -474,11 +474,12 @@ func (w *Worker) attemptsSoFar(ctx context.Context, j *job) attempts {
 
 // giveUp ends this channel's part in the job: when fallback is set and the
 // route has a next channel, the notification is published there first (and
-// the application told); then this channel's give-up mark is stored, and the
-// message is dead-lettered on this channel with its reason and terminated. A notification no channel can deliver
-// any more ends with a dead event. If JetStream does not take the fallback,
-// the mark or the dead letter, nothing is terminated: the message is tried
-// again later, without spending an attempt.
+// the application told); then this channel's give-up mark is stored, and
+// the message is dead-lettered on this channel with its reason and
+// terminated. A notification no channel can deliver any more ends with a
+// dead event. If JetStream does not take the fallback, the mark or the dead
+// letter, nothing is terminated: the message is tried again later, without
+// spending an attempt.
 //
 // Every step is idempotent (message ids), so a worker that dies in between
 // and gets the message again repeats them harmlessly; what made it give up
