@@ -199,9 +199,16 @@ func TestClusterSurvivesLeaderLoss(t *testing.T) {
 // clients' side working (they still get their pings answered), moves to
 // another node once JetStream has not answered there for
 // LeaveUnservedAfter. It used to stay, stalled, until the partition healed.
+//
+// It waits in two steps, so that a failure says which one failed: the
+// connection leaving the cut node (what the daemon does), then JetStream
+// answering where it went (the other two nodes electing a meta leader). A
+// failure also logs how each node sees the meta group: the one in CI on
+// 2026-12-04 was the cut of one of a meta group of two, which the cluster's
+// start now waits out (system.Cluster.WaitMetaMembers).
 func TestConnectionLeavesACutOffNode(t *testing.T) {
 	c, _ := clusterSetup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	nc, err := jetstream.Connect(ctx, jetstream.Options{URLs: c.URLs(), LeaveUnservedAfter: 3 * time.Second}, testenv.Logger(t))
 	if err != nil {
@@ -226,22 +233,27 @@ func TestConnectionLeavesACutOffNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The node learns it has no meta leader after an election timeout
-	// (4-9 s; 10 s more if it was the leader), then 3 s.
 	var lastErr error
 	t.Cleanup(func() {
-		if t.Failed() { // what the wait saw last, for a failure on a busy machine
+		if t.Failed() { // what the waits saw last, for a failure on a busy machine
 			t.Logf("connected %v to %s (cut: %s at %s); last AccountInfo error: %v; last connection error: %v",
 				nc.IsConnected(), nc.ConnectedUrl(), cut, c.URL(cut), lastErr, nc.LastError())
+			for _, v := range c.MetaViews(context.Background()) {
+				t.Log(v)
+			}
 		}
 	})
+	// The node learns it has no meta leader after an election timeout
+	// (4-9 s; 10 s more if it was the leader), then 3 s.
+	elsewhere := func() bool { return nc.IsConnected() && nc.ConnectedUrl() != c.URL(cut) }
+	natstest.WaitFor(t, 90*time.Second, elsewhere, "the connection to leave the cut node")
 	natstest.WaitFor(t, 90*time.Second, func() bool {
-		if !nc.IsConnected() || nc.ConnectedUrl() == c.URL(cut) {
+		if !elsewhere() {
 			return false
 		}
 		actx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, lastErr = js.AccountInfo(actx)
 		return lastErr == nil
-	}, "the connection served by another node")
+	}, "JetStream to answer on the node the connection moved to")
 }

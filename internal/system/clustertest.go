@@ -15,7 +15,8 @@ import (
 // StartTestCluster starts, for test t, a three-node cluster of the built
 // nats-server (builtbin) from the configuration in configDir, with
 // proxies on its routes and client ports so that a node can be cut off,
-// in a temporary directory; it waits for a meta leader and returns the
+// in a temporary directory; it waits for a meta leader and for every node
+// to be a member of the meta group (WaitMetaMembers), and returns the
 // cluster and a connection to every node. Everything stops at the end of
 // the test.
 func StartTestCluster(t testing.TB, configDir string) (*Cluster, *nats.Conn) {
@@ -41,6 +42,9 @@ func StartTestCluster(t testing.TB, configDir string) (*Cluster, *nats.Conn) {
 	}
 	t.Cleanup(nc.Close)
 	if err := WaitMetaLeader(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitMetaMembers(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return c, nc
