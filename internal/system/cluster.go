@@ -534,37 +534,22 @@ const healthPoll = 250 * time.Millisecond
 // runs, it is part of the cluster and its streams and consumers are
 // current.
 func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	t := time.NewTicker(healthPoll)
-	defer t.Stop()
-	for _, n := range c.nodes {
-		last := "no answer yet"
-		for {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.monitor(n)+"/healthz", nil)
-			if err != nil {
-				return err
-			}
-			resp, err := client.Do(req)
-			if err == nil {
-				body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-				last = fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-			} else {
-				last = err.Error()
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("node %s not healthy within %v (%s)", n.name, timeout, last)
-			case <-t.C:
-			}
+	return c.waitEachNode(ctx, timeout, "healthy", func(ctx context.Context, client *http.Client, n *clusterNode) string {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.monitor(n)+"/healthz", nil)
+		if err != nil {
+			return err.Error()
 		}
-	}
-	return nil
+		resp, err := client.Do(req)
+		if err != nil {
+			return err.Error()
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return ""
+		}
+		return fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	})
 }
 
 // WaitMetaMembers waits until every node sees every node in the JetStream
@@ -576,29 +561,38 @@ func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error 
 // until the cut heals, since the node outside the group has no vote (a
 // CI failure of TestConnectionLeavesACutOffNode, 2026-12-04).
 func (c *Cluster) WaitMetaMembers(ctx context.Context, timeout time.Duration) error {
+	what := fmt.Sprintf("seeing all %d nodes in the JetStream meta group", len(c.nodes))
+	return c.waitEachNode(ctx, timeout, what, func(ctx context.Context, client *http.Client, n *clusterNode) string {
+		m, err := metaOf(ctx, client, c.monitor(n))
+		switch {
+		case err != nil:
+			return err.Error()
+		case m.Leader != "" && m.Size == len(c.nodes) && len(m.Replicas) == len(c.nodes)-1:
+			return ""
+		}
+		return fmt.Sprintf("leader %q, group size %d, %d other members", m.Leader, m.Size, len(m.Replicas))
+	})
+}
+
+// waitEachNode polls check on each node in turn until it reports nothing
+// wrong (""), or fails after timeout with what check said last: the node
+// is not what (for the error).
+func (c *Cluster) waitEachNode(ctx context.Context, timeout time.Duration, what string,
+	check func(ctx context.Context, client *http.Client, n *clusterNode) string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	t := time.NewTicker(healthPoll)
 	defer t.Stop()
 	for _, n := range c.nodes {
-		last := "no answer yet"
 		for {
-			m, err := metaOf(ctx, client, c.monitor(n))
-			switch {
-			case err != nil:
-				last = err.Error()
-			case m.Leader != "" && m.Size == len(c.nodes) && len(m.Replicas) == len(c.nodes)-1:
-				last = ""
-			default:
-				last = fmt.Sprintf("leader %q, group size %d, %d other members", m.Leader, m.Size, len(m.Replicas))
-			}
+			last := check(ctx, client, n)
 			if last == "" {
 				break
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("node %s does not see all %d nodes in the JetStream meta group within %v (%s)", n.name, len(c.nodes), timeout, last)
+				return fmt.Errorf("node %s not %s within %v (%s)", n.name, what, timeout, last)
 			case <-t.C:
 			}
 		}
