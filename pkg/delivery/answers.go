@@ -55,6 +55,7 @@ func (t *ticket) answering() {
 	s.last++
 	t.answer = s.last
 	t.openAtAnswer = max(a.open-1, 0)
+	t.admittedAtAnswer = a.admitted
 	if s.pending == nil {
 		s.pending = make(map[uint64]struct{})
 	}

@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 		redirects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "redirects_total",
 			Help: "Recipients found moved and followed (a Telegram group that became a supergroup)."}),
 		crossing: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "crossing_429_total",
-			Help: "Requests admitted before a 429 was read and not answered when it was: they may reach the provider inside the pause. None is admitted after."}),
+			Help: "Requests that may reach the provider inside a 429's pause: admitted before the 429 was read and not answered when it was, or admitted while it was being classified. None is admitted after."}),
 		unrecognised: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "unrecognised_answers_total",
 			Help: "Permanent answers (an unrecognised 400 or 403) dead-lettered with a description the channel does not know, by reason and code: the table of known answers grows from these."}, []string{"reason", "code"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fallbacks_total",

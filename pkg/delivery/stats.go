@@ -28,8 +28,9 @@ type Stats struct {
 	DeadLetters      int64 `json:"dead_letters"`
 	RateLimited      int64 `json:"rate_limited"`
 	// Crossing429 counts requests admitted before a 429 was read and not
-	// answered yet when it was: they may reach the provider inside the
-	// pause. No request is admitted after a 429 was read.
+	// answered yet when it was, or admitted while it was being classified:
+	// they may reach the provider inside the pause. No request is admitted
+	// after a 429 was classified.
 	Crossing429    int64      `json:"crossing_429"`
 	InFlight       int        `json:"in_flight"`
 	Held           int        `json:"held"`
