@@ -581,7 +581,7 @@ func (c *Cluster) waitEachNode(ctx context.Context, timeout time.Duration, what 
 	check func(ctx context.Context, client *http.Client, n *clusterNode) string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := monitorClient()
 	t := time.NewTicker(healthPoll)
 	defer t.Stop()
 	for _, n := range c.nodes {
@@ -604,7 +604,7 @@ func (c *Cluster) waitEachNode(ctx context.Context, timeout time.Duration, what 
 // its leader, its size and the other members (or why the node cannot
 // say). For a test's failure message.
 func (c *Cluster) MetaViews(ctx context.Context) []string {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := monitorClient()
 	views := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		m, err := metaOf(ctx, client, c.monitor(n))
@@ -619,6 +619,13 @@ func (c *Cluster) MetaViews(ctx context.Context) []string {
 		views[i] = fmt.Sprintf("%s: meta leader %q, group size %d, other members %v", n.name, m.Leader, m.Size, others)
 	}
 	return views
+}
+
+// monitorClient is the HTTP client of the polls of the nodes' monitoring
+// ports: short requests, a fresh connection each (a node may have been
+// restarted or cut off since the last one).
+func monitorClient() *http.Client {
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
 // metaGroup is a node's view of the JetStream meta group (/jsz).
