@@ -49,6 +49,9 @@ type settings struct {
 	jetstream   daemon.JetStreamFlags
 	log         daemon.LogFlags
 	showVersion bool
+	// gatherLeaders keeps every group's leader on NOTIFY's node
+	// (jetstream.LeaderGatherer).
+	gatherLeaders bool
 	// config is where each setting came from, for the start-up log.
 	config *config.Set
 }
@@ -117,6 +120,7 @@ func parse(args []string, out io.Writer) (*settings, error) {
 		Check(config.Positive)
 	config.Duration(cs, &p.DB.BusyTimeout, "db-busy-timeout", outbox.DefaultBusyTimeout, "how long an SQLite statement waits for another writer's lock").
 		Check(config.Positive)
+	config.Bool(cs, &s.gatherLeaders, "gather-leaders", false, "on a cluster, keep the leaders of NOTIFY_DEAD, the buckets and the channels' consumers on the node that leads NOTIFY (step-downs with a preferred server), so that losing another node costs no election (docs/RUNBOOK.md)")
 	s.jetstream.Register(cs, jetstream.FlagReplicas, jetstream.FlagDuplicates, jetstream.FlagMaxAge, jetstream.FlagDeadMaxAge)
 	s.log.Register(cs)
 	config.Bool(cs, &s.showVersion, "version", false, "print the version and exit")
@@ -185,6 +189,19 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g.Add(func() error { return pub.Run(runCtx) }, func(error) { stop() })
+	if s.gatherLeaders {
+		gatherer, err := jetstream.NewLeaderGatherer(nc, jetstream.GatherOptions{
+			Anchor:     s.jetstream.Settings.Names().Stream,
+			Groups:     jetstream.GatherGroups(jetstream.Declare(s.jetstream.Settings)),
+			Active:     pub.IsLeader,
+			Logger:     log,
+			Registerer: reg,
+		})
+		if err != nil {
+			return err
+		}
+		g.Add(func() error { return gatherer.Run(runCtx) }, func(error) { stop() })
+	}
 	daemon.AddHTTP(&g, ln, s.http.Endpoints(daemon.Endpoints{
 		Registry: reg,
 		Ready: func() error {
@@ -194,7 +211,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 		},
 	}).Handler(), log, s.http.Options()...)
 	log.Info("publisher starting", "version", daemon.Version(version), "pprof", s.http.Pprof, "db", s.dbPath,
-		"nats", jetstream.RedactURL(s.nats.ServerURLs()), "batch_size", s.pub.BatchSize, "max_in_flight", s.pub.MaxInFlight)
+		"nats", jetstream.RedactURL(s.nats.ServerURLs()), "batch_size", s.pub.BatchSize, "max_in_flight", s.pub.MaxInFlight, "gather_leaders", s.gatherLeaders)
 	err = g.Run()
 	switch {
 	case daemon.SignalStopped(err):

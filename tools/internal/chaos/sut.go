@@ -467,10 +467,17 @@ func (s *sut) stopNATS(hard bool) error {
 
 // publisherSpec is the publisher on port.
 func (s *sut) publisherSpec(port int) (procs.Spec, string) {
-	return procs.Spec{Name: namePublisher, Path: s.bin(namePublisher), Unset: s.unset, Args: []string{
+	args := []string{
 		"-db", s.dbPath, "-nats", s.natsURL, "-http", procs.Addr(port), "-retry-max", "2s",
 		"-jetstream-config", s.declaration,
-	}}, "http://" + procs.Addr(port) + "/healthz"
+	}
+	if s.cfg.Cluster {
+		// As docs/RUNBOOK.md recommends on a cluster: every group's leader
+		// with NOTIFY's, so that a node's loss costs one election or none.
+		args = append(args, "-gather-leaders")
+	}
+	return procs.Spec{Name: namePublisher, Path: s.bin(namePublisher), Unset: s.unset, Args: args},
+		"http://" + procs.Addr(port) + "/healthz"
 }
 
 // startPublisher starts (or restarts) the publisher.
