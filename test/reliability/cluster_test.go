@@ -29,7 +29,9 @@ import (
 // order before and after the operator's `nats stream cluster step-down
 // NOTIFY`, after a SIGKILL of NOTIFY's leader node, and after a node is
 // replaced (stopped, `nats server cluster peer-remove` by the system user,
-// started again with an empty store). No node refuses anyone anything.
+// started again with an empty store). The publisher, with -gather-leaders,
+// keeps every group's leader on NOTIFY's node. No node refuses anyone
+// anything.
 func TestClusterUnderLeastPrivilege(t *testing.T) {
 	sup := supervisor(t)
 	users := map[string]natsUser{}
@@ -95,7 +97,7 @@ func TestClusterUnderLeastPrivilege(t *testing.T) {
 		args []string
 		env  []string
 	}{
-		{"publisher", []string{"-db", db}, nil},
+		{"publisher", []string{"-db", db, "-gather-leaders"}, nil},
 		{"telegram-worker", []string{"-telegram-api", emuURL}, []string{"TELEGRAM_BOT_TOKEN=" + emulatorToken}},
 	} {
 		addr := freeAddr(t)
@@ -190,6 +192,22 @@ func TestClusterUnderLeastPrivilege(t *testing.T) {
 		t.Errorf("nats server report jetstream as the system user: exit %d\n%s", r.code, r.output)
 	}
 	deliver("C4", 103)
+
+	// The publisher's -gather-leaders keeps every group's leader on
+	// NOTIFY's node (docs/RUNBOOK.md, "Keeping the leaders together").
+	natstest.WaitFor(t, 2*time.Minute, func() bool {
+		p, err := system.StreamPlacement(ctx, op, jetstream.StreamNotify)
+		if err != nil || p.Leader == "" {
+			return false
+		}
+		for _, s := range streams {
+			if q, err := system.StreamPlacement(ctx, op, s); err != nil || q.Leader != p.Leader {
+				return false
+			}
+		}
+		q, err := system.ConsumerPlacement(ctx, op, jetstream.StreamNotify, jetstream.ConsumerTelegram)
+		return err == nil && q.Leader == p.Leader
+	}, "every stream, bucket and the telegram consumer led by NOTIFY's leader (-gather-leaders)")
 
 	for _, p := range c.Processes() {
 		if log := readLog(t, p); strings.Contains(log, "Violation") {

@@ -142,6 +142,11 @@ func (st *stack) startPublisher(ctx context.Context, bin, db string) error {
 	var err error
 	st.publisher, err = st.launch(ctx, 1, func(ports []int) (procs.Spec, string, error) {
 		args := append([]string{"-db", db, "-nats", st.natsURL, "-http", procs.Addr(ports[0])}, st.declarationArgs()...)
+		if st.cluster != nil {
+			// As docs/RUNBOOK.md recommends on a cluster: every group's
+			// leader kept with NOTIFY's.
+			args = append(args, "-gather-leaders")
+		}
 		return procs.Spec{Name: "publisher", Path: bin, Args: args, Unset: system.CleanEnv()},
 			"http://" + procs.Addr(ports[0]) + "/readyz", nil
 	})
