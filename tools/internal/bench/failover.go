@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,9 @@ const (
 	// stepDownLeader asks NOTIFY's leader to step down in a three-node
 	// cluster.
 	stepDownLeader
+	// killOtherNode SIGKILLs a node that does not lead NOTIFY in a
+	// three-node cluster; it stays down for the fault window.
+	killOtherNode
 )
 
 // failover is scenario 7: the longest silence after a fault and the
@@ -58,6 +62,7 @@ func (r *runner) failover(ctx context.Context) []*Result {
 		{"7a", "SIGKILL of the active telegram worker, hot standby, one server", "after the SIGKILL", killActiveWorker, workerKillGoal},
 		{"7b", "SIGKILL of NOTIFY's leader node, three-node cluster", "after the SIGKILL", killLeaderNode, leaderKillGoal},
 		{"7c", "Step-down of NOTIFY's leader, three-node cluster", "after the step-down", stepDownLeader, stepDownGoal},
+		{"7d", "SIGKILL of a node that does not lead NOTIFY, three-node cluster", "after the SIGKILL", killOtherNode, leaderKillGoal},
 	} {
 		silence := &Result{
 			ID: v.id, Title: "Longest silence: " + v.title,
@@ -102,6 +107,12 @@ func (r *runner) failoverMethod(f failoverFault) string {
 			"surviving node, and so is each other stream, bucket and consumer the killed node led: the notes name them with the time " +
 			"each had its next leader, the slowest first (a delivery waits for the leaders of NOTIFY, the worker's consumer and the " +
 			"buckets it writes). " + common
+	case killOtherNode:
+		return "Three nats-server processes as in 7b, the publisher keeping every group's leader on NOTIFY's node (`-gather-leaders`, " +
+			"docs/RUNBOOK.md). The fault: SIGKILL of a node that does not lead NOTIFY (the first other one by name); it stays down " +
+			"for the fault window and is started again afterwards. The notes name each stream, bucket and consumer it led, with the " +
+			"time each had its next leader; the third column is the slowest of them (0: it led nothing). A daemon connected to it " +
+			"moves to another node. " + common
 	default:
 		return "Three nats-server processes as in 7b. The fault: `$JS.API.STREAM.LEADER.STEPDOWN.NOTIFY`, what `nats stream cluster " +
 			"step-down NOTIFY` sends. " + common
@@ -144,7 +155,8 @@ type placedOrder struct {
 // failoverRun runs one system, one fault, and returns the two rows'
 // figures.
 func (r *runner) failoverRun(ctx context.Context, f failoverFault, run int) (silence, latency RunFigures, err error) {
-	name := map[failoverFault]string{killActiveWorker: "failover-worker", killLeaderNode: "failover-leader", stepDownLeader: "failover-stepdown"}[f]
+	name := map[failoverFault]string{killActiveWorker: "failover-worker", killLeaderNode: "failover-leader", stepDownLeader: "failover-stepdown",
+		killOtherNode: "failover-other"}[f]
 	body := func(st *stack) error {
 		if err := st.startEmulator(emulator.Limits{Enabled: true}); err != nil {
 			return err
@@ -217,6 +229,8 @@ func (r *runner) failoverLoad(ctx context.Context, st *stack, s *shopDB, f failo
 		after, note, faultErr = killLeader(ctx, st, faultAt)
 	case stepDownLeader:
 		after, note, faultErr = stepDown(ctx, st, faultAt)
+	case killOtherNode:
+		after, note, faultErr = killOther(ctx, st, faultAt)
 	}
 	if err := <-placed; err != nil {
 		return silence, latency, fmt.Errorf("placing orders: %w", err)
@@ -227,7 +241,7 @@ func (r *runner) failoverLoad(ctx context.Context, st *stack, s *shopDB, f failo
 	if err := waitFor(ctx, 2*time.Minute, "for every order's delivery", func() bool { return deliveredChats(st.emu, base, total) == total }); err != nil {
 		return silence, latency, fmt.Errorf("%w (%d of %d delivered)", err, deliveredChats(st.emu, base, total), total)
 	}
-	if f == killLeaderNode {
+	if f == killLeaderNode || f == killOtherNode {
 		if err := restartAll(ctx, st); err != nil {
 			return silence, latency, err
 		}
@@ -382,6 +396,51 @@ func killLeader(ctx context.Context, st *stack, faultAt time.Time) (time.Duratio
 		return 0, "", err
 	}
 	return after, fmt.Sprintf("%s → %s%s", leader, next, describeElections(es)), nil
+}
+
+// killOther SIGKILLs, at faultAt, the first node by name that does not
+// lead NOTIFY, and returns how long the slowest of the groups it led took
+// to elect a new leader (0 when it led none), watched from NOTIFY's node.
+func killOther(ctx context.Context, st *stack, faultAt time.Time) (time.Duration, string, error) {
+	if !sleepUntil(ctx, faultAt) {
+		return 0, "", ctx.Err()
+	}
+	leader, err := system.WaitLeader(ctx, st.nc, jetstream.StreamNotify, "")
+	if err != nil {
+		return 0, "", err
+	}
+	var victim string
+	for _, n := range st.cluster.Names() {
+		if n != leader {
+			victim = n
+			break
+		}
+	}
+	led, err := groupsLedBy(ctx, st.js, victim)
+	if err != nil {
+		return 0, "", err
+	}
+	watch, err := nats.Connect(st.cluster.URL(leader), nats.Name("bench-watch"))
+	if err != nil {
+		return 0, "", err
+	}
+	defer watch.Close()
+	_, at, ok := st.cluster.Kill(victim)
+	if !ok {
+		return 0, "", fmt.Errorf("node %s was not running", victim)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	es := watchElections(wctx, watch, led, victim, at)
+	var slowest time.Duration
+	for _, e := range es {
+		slowest = max(slowest, e.after)
+	}
+	note := fmt.Sprintf("killed %s (NOTIFY on %s); it led nothing", victim, leader)
+	if len(es) > 0 {
+		note = fmt.Sprintf("killed %s (NOTIFY on %s)%s", victim, leader, strings.Replace(describeElections(es), "; it also led", "; it led", 1))
+	}
+	return slowest, note, nil
 }
 
 // stepDown asks, at faultAt, NOTIFY's leader to step down and returns how
