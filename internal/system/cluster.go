@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tgnotify/tgnotify/internal/procs"
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // ClusterNodes are the names of the nodes of configs/nats-cluster, whose
@@ -666,37 +667,12 @@ func metaOf(ctx context.Context, client *http.Client, monitor string) (metaGroup
 // apiTimeout bounds one JetStream API request of the helpers below.
 const apiTimeout = 2 * time.Second
 
-// apiError is the error part of a JetStream API answer.
-type apiError struct {
-	Error *struct {
-		Code        int    `json:"code"`
-		ErrCode     int    `json:"err_code"`
-		Description string `json:"description"`
-	} `json:"error"`
-}
-
 // request sends a JetStream API request and decodes its answer into v,
-// turning an API error into a Go error.
+// turning an API error into a Go error (*jetstream.APIError).
 func request(ctx context.Context, nc *nats.Conn, subject string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	m, err := nc.RequestWithContext(ctx, subject, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", subject, err)
-	}
-	var e apiError
-	if err := json.Unmarshal(m.Data, &e); err != nil {
-		return fmt.Errorf("%s: decoding the answer: %w", subject, err)
-	}
-	if e.Error != nil {
-		return fmt.Errorf("%s: %s (%d)", subject, e.Error.Description, e.Error.ErrCode)
-	}
-	if v != nil {
-		if err := json.Unmarshal(m.Data, v); err != nil {
-			return fmt.Errorf("%s: decoding the answer: %w", subject, err)
-		}
-	}
-	return nil
+	return jetstream.APIRequest(ctx, nc, subject, nil, v)
 }
 
 // WaitMetaLeader waits until the cluster answers JetStream requests (it

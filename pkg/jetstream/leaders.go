@@ -115,16 +115,10 @@ type GatherOptions struct {
 	Now func() time.Time
 }
 
-// requester is what a LeaderGatherer needs of the connection
-// (*nats.Conn).
-type requester interface {
-	RequestWithContext(ctx context.Context, subject string, data []byte) (*nats.Msg, error)
-}
-
 // LeaderGatherer keeps the leaders of GatherOptions.Groups on the node that
 // leads GatherOptions.Anchor. Create it with [NewLeaderGatherer].
 type LeaderGatherer struct {
-	nc   requester
+	nc   Requester
 	opts GatherOptions
 	log  *slog.Logger
 
@@ -148,7 +142,7 @@ func NewLeaderGatherer(nc *nats.Conn, o GatherOptions) (*LeaderGatherer, error) 
 	return newLeaderGatherer(nc, o)
 }
 
-func newLeaderGatherer(nc requester, o GatherOptions) (*LeaderGatherer, error) {
+func newLeaderGatherer(nc Requester, o GatherOptions) (*LeaderGatherer, error) {
 	if o.Anchor == "" {
 		return nil, ErrNoAnchor
 	}
@@ -270,52 +264,11 @@ func (g *LeaderGatherer) pass(ctx context.Context) int {
 	return asked
 }
 
-// apiError is the error of a JetStream API answer.
-type apiError struct {
-	Error *struct {
-		Code        int    `json:"code"`
-		ErrCode     int    `json:"err_code"`
-		Description string `json:"description"`
-	} `json:"error"`
-}
-
-// GatherError is a JetStream API request of the gatherer that failed or
-// was refused.
-type GatherError struct {
-	// Subject is the API subject asked.
-	Subject string
-	// Err is the request's error, or the server's refusal.
-	Err error
-}
-
-// Error names the subject and the failure.
-func (e *GatherError) Error() string { return e.Subject + ": " + e.Err.Error() }
-
-// Unwrap returns the failure.
-func (e *GatherError) Unwrap() error { return e.Err }
-
-// request asks subject with data and decodes a successful answer into v.
+// request asks subject with data, bounded by defaultGatherTimeout.
 func (g *LeaderGatherer) request(ctx context.Context, subject string, data []byte, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, defaultGatherTimeout)
 	defer cancel()
-	m, err := g.nc.RequestWithContext(ctx, subject, data)
-	if err != nil {
-		return &GatherError{Subject: subject, Err: err}
-	}
-	var e apiError
-	if err := json.Unmarshal(m.Data, &e); err != nil {
-		return &GatherError{Subject: subject, Err: fmt.Errorf("decoding the answer: %w", err)}
-	}
-	if e.Error != nil {
-		return &GatherError{Subject: subject, Err: fmt.Errorf("%s (%d)", e.Error.Description, e.Error.ErrCode)}
-	}
-	if v == nil {
-		return nil
-	}
-	if err := json.Unmarshal(m.Data, v); err != nil {
-		return &GatherError{Subject: subject, Err: fmt.Errorf("decoding the answer: %w", err)}
-	}
-	return nil
+	return APIRequest(ctx, g.nc, subject, data, v)
 }
 
 // leaderOf reads a group's leader and followers from its info.

@@ -222,3 +222,28 @@ func metricValue(t *testing.T, c prometheus.Metric) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// TestAPIRequestErrors checks the *APIError of a refusal, of a failed
+// request and of an answer that is not JSON.
+func TestAPIRequestErrors(t *testing.T) {
+	ctx := context.Background()
+	var ae *APIError
+	err := APIRequest(ctx, &refusingCluster{}, "$JS.API.STREAM.LEADER.STEPDOWN.KV_a", []byte(`{}`), nil)
+	if !errors.As(err, &ae) || ae.Code != 10039 || ae.Subject != "$JS.API.STREAM.LEADER.STEPDOWN.KV_a" {
+		t.Fatalf("refusal: err = %v, want an *APIError with code 10039 naming the subject", err)
+	}
+	f := &fakeCluster{groups: map[string]fakeGroup{"$JS.API.STREAM.INFO.X": {unanswered: true}}}
+	if err := APIRequest(ctx, f, "$JS.API.STREAM.INFO.X", nil, nil); !errors.As(err, &ae) || !errors.Is(err, context.DeadlineExceeded) || ae.Code != 0 {
+		t.Fatalf("failed request: err = %v, want an *APIError wrapping context.DeadlineExceeded", err)
+	}
+	if err := APIRequest(ctx, notJSON{}, "$JS.API.INFO", nil, nil); !errors.As(err, &ae) || ae.Code != 0 {
+		t.Fatalf("not JSON: err = %v, want an *APIError", err)
+	}
+}
+
+// notJSON answers every request with text.
+type notJSON struct{}
+
+func (notJSON) RequestWithContext(context.Context, string, []byte) (*nats.Msg, error) {
+	return &nats.Msg{Data: []byte("+OK")}, nil
+}

@@ -2,9 +2,6 @@ package jetstream_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,28 +10,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // leaderOf returns the leader of grp ("" during an election or on error).
 func leaderOf(nc *nats.Conn, grp jetstream.LeaderGroup) string {
-	subject := "$JS.API.STREAM.INFO." + grp.Stream
-	if grp.Consumer != "" {
-		subject = "$JS.API.CONSUMER.INFO." + grp.Stream + "." + grp.Consumer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var p system.Replication
+	if grp.Consumer == "" {
+		p, _ = system.StreamPlacement(ctx, nc, grp.Stream)
+	} else {
+		p, _ = system.ConsumerPlacement(ctx, nc, grp.Stream, grp.Consumer)
 	}
-	m, err := nc.Request(subject, nil, 2*time.Second)
-	if err != nil {
-		return ""
-	}
-	var info struct {
-		Cluster struct {
-			Leader string `json:"leader"`
-		} `json:"cluster"`
-	}
-	if json.Unmarshal(m.Data, &info) != nil {
-		return ""
-	}
-	return info.Cluster.Leader
+	return p.Leader
 }
 
 // stepDownTo asks grp's leader to hand over to node; errors are returned
@@ -44,14 +34,9 @@ func stepDownTo(nc *nats.Conn, grp jetstream.LeaderGroup, node string) error {
 	if grp.Consumer != "" {
 		subject = "$JS.API.CONSUMER.LEADER.STEPDOWN." + grp.Stream + "." + grp.Consumer
 	}
-	m, err := nc.Request(subject, []byte(`{"placement":{"preferred":"`+node+`"}}`), 2*time.Second)
-	if err != nil {
-		return err
-	}
-	if strings.Contains(string(m.Data), `"error"`) {
-		return fmt.Errorf("%s", m.Data)
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return jetstream.APIRequest(ctx, nc, subject, []byte(`{"placement":{"preferred":"`+node+`"}}`), nil)
 }
 
 // TestLeaderGathererKeepsLeadersWithNotify provisions the real declaration
