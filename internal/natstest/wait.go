@@ -13,13 +13,23 @@ const pollInterval = 5 * time.Millisecond
 // asynchronous effects: never a bare sleep.
 func WaitFor(t testing.TB, timeout time.Duration, cond func() bool, msg string) {
 	t.Helper()
+	if !Waited(timeout, cond) {
+		t.Fatalf("timed out after %v waiting for: %s", timeout, msg)
+	}
+}
+
+// Waited polls cond until it returns true or timeout passes, and reports
+// whether it did: for a test that describes the state it found when the
+// wait fails.
+func Waited(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", timeout, msg)
+			return false
 		}
 		<-tick.C
 	}
+	return true
 }
