@@ -31,7 +31,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())
 	}
-	wantIDs := []string{"1", "2", "2a", "2b", "2′", "3a", "3a′", "3b", "4a", "4b", "4c", "4d", "5", "5′", "6", "7a", "7a′", "7b", "7b′", "7c", "7c′", "8a", "8b", "9"}
+	wantIDs := []string{"1", "2", "2a", "2b", "2′", "3a", "3a′", "3b", "4a", "4b", "4c", "4d", "5", "5′", "6", "7a", "7a′", "7b", "7b′", "7c", "7c′", "7d", "7d′", "8a", "8b", "9"}
 	var got []string
 	for _, r := range rep.Results {
 		got = append(got, r.ID)
