@@ -16,14 +16,21 @@ type parkedMsg struct {
 	// The worker pinned meanwhile may have settled it: a takeover does not
 	// count it as held here (scheduler.losePin).
 	stale bool
+	// suspect: not parked by this worker but found out by a takeover's or
+	// a hold's check (scheduler.suspect): it comes back, or is settled by
+	// the worker that holds it, at no time this worker chose. Later
+	// messages of the lane wait behind it in memory, not back in the
+	// stream (lane.queueBehind).
+	suspect bool
 }
 
 // lane is one recipient's ordered queue. The scheduler owns it.
 //
 // Invariants: queue is sorted by stream sequence; every queued sequence is
-// lower than every parked one (a message later than a parked one is parked
-// too, behind it); at most one message of the lane is in flight, and it was
-// the head of the queue.
+// lower than every parked one that is not a suspect (a message later than
+// this worker's own park is parked too, behind it; one later than only
+// suspects waits in the queue: queueBehind); at most one message of the
+// lane is in flight, and it was the head of the queue.
 type lane struct {
 	key      string
 	queue    []*job
@@ -50,6 +57,13 @@ type lane struct {
 	// one) that the worker has yet to check: until then the lane does not
 	// send (scheduler.holdVerified).
 	verify *hold
+	// recheckAt is when the lane, waiting behind suspects of a takeover,
+	// next checks whether they were settled meanwhile; zero when it does
+	// not (scheduler.recheckSuspects). recheckGap doubles after each
+	// check; rechecking marks the check running as one of them.
+	recheckAt  time.Time
+	recheckGap time.Duration
+	rechecking bool
 }
 
 // chatSlackFraction is the share of a recipient's interval by which a send
@@ -110,14 +124,15 @@ func (l *lane) unpark(seq uint64) bool {
 	return found
 }
 
-// addParked records that seq went back to the stream until deadline.
-func (l *lane) addParked(seq uint64, deadline time.Time, stale bool) {
+// addParked records that seq went back to the stream until deadline
+// (suspect: that another worker may hold it until then).
+func (l *lane) addParked(seq uint64, deadline time.Time, stale, suspect bool) {
 	i, found := l.parkedIndex(seq)
 	if found {
-		l.parked[i].deadline, l.parked[i].stale = deadline, stale
+		l.parked[i].deadline, l.parked[i].stale, l.parked[i].suspect = deadline, stale, suspect
 		return
 	}
-	l.parked = slices.Insert(l.parked, i, parkedMsg{seq: seq, deadline: deadline, stale: stale})
+	l.parked = slices.Insert(l.parked, i, parkedMsg{seq: seq, deadline: deadline, stale: stale, suspect: suspect})
 }
 
 // parkedAt returns the lane's parked entry for seq.
@@ -133,6 +148,28 @@ func (l *lane) parkedAt(seq uint64) (*parkedMsg, bool) {
 // parked one.
 func (l *lane) mustPark(seq uint64) bool {
 	return len(l.parked) > 0 && seq > l.parked[0].seq
+}
+
+// queueBehind reports whether a message with this sequence that must wait
+// behind parked ones waits in the lane's queue instead of going back to
+// the stream: when every parked message before it is a suspect. Handed
+// back, it would return only after the suspect's deadline (the ack wait),
+// though the suspect may come back, or be found settled, at any moment
+// (found by TestRepinnedWorkerDoesNotCountStaleParksAsItsOwn: the other
+// worker's suspect was settled a second later, the message parked behind
+// it came back 20 s later). Messages behind this worker's own parks go
+// back to the stream behind them, as before: those return when this worker
+// said.
+func (l *lane) queueBehind(seq uint64) bool {
+	for _, p := range l.parked {
+		if p.seq > seq {
+			break
+		}
+		if !p.suspect {
+			return false
+		}
+	}
+	return true
 }
 
 // lastDeadline is the latest redelivery time of the lane's parked messages.

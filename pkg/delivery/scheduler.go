@@ -73,7 +73,25 @@ type scheduler struct {
 type holdCheck struct {
 	recipient string
 	first     uint64
+	// recheck: an early check of a takeover's suspects
+	// (scheduler.recheckSuspects), not of a hold or of overdue parks.
+	recheck bool
 }
+
+// suspectRecheck is how long after a takeover's check of a lane that found
+// suspects the lane first checks again whether they were settled, if later
+// messages of its recipient wait behind them; the wait doubles after each
+// check, until the suspects are overdue (housekeep). A suspect may be
+// settled by the worker that held it without ever coming back: one whose
+// request was in flight when the pin moved away from a live worker is
+// recorded and acked by that worker a moment later. Waiting for its
+// deadline (the ack wait) and the grace of an overdue park held its
+// recipient back for 30 s with the defaults (50 s in the test that found
+// it, TestNewPinnedWorkerSendsOnceTheFormerOneDeliveredWhatItHeld; the rare
+// CI failure of TestRepinnedWorkerDoesNotCountStaleParksAsItsOwn). On a
+// cluster the pin moves from a live worker at every election of the
+// consumer's leader.
+const suspectRecheck = time.Second
 
 // schedConfig are the scheduler's limits.
 type schedConfig struct {
@@ -190,7 +208,8 @@ func (s *scheduler) holdVerified(recipient string, suspects []uint64, upTo uint6
 		return effects{}
 	}
 	h := *l.verify
-	l.verify = nil
+	recheck := l.rechecking
+	l.verify, l.rechecking = nil, false
 	l.parked = slices.DeleteFunc(l.parked, func(p parkedMsg) bool {
 		return p.seq >= h.First && p.seq <= upTo && !slices.Contains(suspects, p.seq)
 	})
@@ -198,8 +217,11 @@ func (s *scheduler) holdVerified(recipient string, suspects []uint64, upTo uint6
 		if p, ok := l.parkedAt(seq); ok {
 			// Parked here and still out: overdue, or earlier than the
 			// hold. It waits until the hold's deadline, then is checked
-			// again.
-			p.deadline, p.stale = later(p.deadline, h.Until), p.stale && s.pinLost
+			// again. An early recheck of suspects changes nothing of
+			// those still out: each keeps its deadline.
+			if !recheck {
+				p.deadline, p.stale = later(p.deadline, h.Until), p.stale && s.pinLost
+			}
 			continue
 		}
 		s.suspect(l, seq, h.Until)
@@ -224,8 +246,10 @@ func (s *scheduler) arrive(j *job, now time.Time) (eff effects, dup bool) {
 	l.touched = j.received
 	l.unpark(j.seq)
 	switch {
-	case l.mustPark(j.seq):
-		// A message of this recipient before it is parked: wait behind it.
+	case l.mustPark(j.seq) && (len(l.queue) >= s.cfg.laneCap || !l.queueBehind(j.seq)):
+		// A message of this recipient before it is parked: wait behind it,
+		// back in the stream. Behind suspects only, it waits in the queue
+		// while the lane has room (queueBehind).
 		eff = s.park(l, []*job{j}, l.lastDeadline().Sub(now)+parkGap, now)
 	case len(l.queue) >= s.cfg.laneCap && j.seq < l.queue[len(l.queue)-1].seq:
 		// A full lane gets a message earlier than its last one (one a
@@ -263,7 +287,7 @@ func (s *scheduler) park(l *lane, jobs []*job, delay time.Duration, now time.Tim
 	for i, j := range jobs {
 		d := delay + time.Duration(i)*parkGap
 		eff.naks = append(eff.naks, nak{j: j, delay: d})
-		l.addParked(j.seq, now.Add(d), s.pinLost)
+		l.addParked(j.seq, now.Add(d), s.pinLost, false)
 	}
 	if h, ok := s.holdChange(l); ok {
 		eff.holds = append(eff.holds, h)
@@ -303,7 +327,7 @@ func (s *scheduler) nakFailed(j *job, deadline time.Time) effects {
 	if !ok {
 		return effects{}
 	}
-	l.addParked(j.seq, deadline, s.pinLost)
+	l.addParked(j.seq, deadline, s.pinLost, false)
 	var eff effects
 	if h, ok := s.holdChange(l); ok {
 		eff.holds = append(eff.holds, h)
@@ -484,6 +508,10 @@ func (s *scheduler) laneCleared(recipient string, suspects []uint64, deadline, n
 	for _, seq := range suspects {
 		s.suspect(l, seq, deadline)
 	}
+	if len(suspects) > 0 {
+		l.recheckGap = suspectRecheck
+		l.recheckAt = now.Add(l.recheckGap)
+	}
 	l.cleared = true
 	var eff effects
 	if h, ok := s.holdChange(l); ok {
@@ -502,11 +530,11 @@ func (s *scheduler) laneCleared(recipient string, suspects []uint64, deadline, n
 // own, and waits at least until deadline.
 func (s *scheduler) suspect(l *lane, seq uint64, deadline time.Time) {
 	if p, ok := l.parkedAt(seq); ok && p.stale {
-		p.deadline, p.stale = later(p.deadline, deadline), s.pinLost
+		p.deadline, p.stale, p.suspect = later(p.deadline, deadline), s.pinLost, true
 		return
 	}
 	if !l.holds(seq) {
-		l.addParked(seq, deadline, s.pinLost)
+		l.addParked(seq, deadline, s.pinLost, true)
 	}
 }
 
@@ -727,6 +755,9 @@ func (s *scheduler) housekeep(now time.Time) (effects, []expired) {
 	var eff effects
 	var gone []expired
 	for key, l := range s.lanes {
+		if !l.recheckAt.IsZero() && !now.Before(l.recheckAt) && l.verify == nil {
+			s.recheckSuspects(l, now)
+		}
 		if n := l.overdue(now, s.cfg.parkGrace); n > 0 && l.verify == nil {
 			l.verify = &hold{First: l.parked[0].seq, Until: now.Add(s.cfg.recheck)}
 			s.toVerify = append(s.toVerify, holdCheck{recipient: key, first: l.parked[0].seq})
@@ -736,7 +767,7 @@ func (s *scheduler) housekeep(now time.Time) (effects, []expired) {
 			// The check never answered (JetStream unreachable all along):
 			// the hold is over anyway. Overdue parks are checked again at
 			// the next round.
-			l.verify = nil
+			l.verify, l.rechecking = nil, false
 		}
 		if l.holdOver() {
 			eff.holds = append(eff.holds, s.releaseHold(l))
@@ -751,6 +782,26 @@ func (s *scheduler) housekeep(now time.Time) (effects, []expired) {
 		s.reschedule(l, now)
 	}
 	return eff, gone
+}
+
+// recheckSuspects asks, when the lane's later messages wait behind the
+// suspects of a takeover, for the check of whether they were settled
+// meanwhile (suspectRecheck), and sets the next one. It stops once the lane
+// waits for nothing, or its first park is overdue: housekeep checks those.
+func (s *scheduler) recheckSuspects(l *lane, now time.Time) {
+	if len(l.parked) == 0 || now.After(l.parked[0].deadline.Add(s.cfg.parkGrace)) {
+		l.recheckAt, l.recheckGap = time.Time{}, 0
+		return
+	}
+	if len(l.queue) == 0 || l.inflight != nil || l.schedulable() {
+		l.recheckAt = now.Add(l.recheckGap) // nothing waits behind them now
+		return
+	}
+	l.recheckGap *= 2
+	l.recheckAt = now.Add(l.recheckGap)
+	l.verify = &hold{First: l.parked[0].seq, Until: now.Add(s.cfg.recheck)}
+	l.rechecking = true
+	s.toVerify = append(s.toVerify, holdCheck{recipient: l.key, first: l.parked[0].seq, recheck: true})
 }
 
 // rescheduleAll re-reads the shared state for every lane (a recipient found

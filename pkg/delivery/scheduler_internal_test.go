@@ -782,3 +782,75 @@ func TestSchedulerStaleParks(t *testing.T) {
 		t.Fatalf("lane %s parked %+v after the takeover, want its own parks kept", j.lane, l.parked)
 	}
 }
+
+// A lane whose later messages wait behind the suspects of a takeover —
+// in the lane, not handed back until the suspects' deadline — checks again, a second after its takeover check and then twice as long
+// after each, whether they were settled meanwhile (the worker that held one
+// may have recorded and acked it without it ever coming back); a recheck
+// changes nothing of a suspect still out, and one settled lets the lane
+// send. A lane with nothing waiting behind its suspects is not rechecked.
+func TestSchedulerRechecksSuspectsEarly(t *testing.T) {
+	s, v := newTestScheduler(30)
+	s.startTakeover(t0.Add(time.Minute), t0)
+	v.apply(first(s.arrive(mkJob(5, "100"), t0)))
+	deadline := t0.Add(10 * time.Second)
+	v.apply(s.laneCleared("100", []uint64{3}, deadline, t0))
+	v.apply(s.laneCleared("200", []uint64{4}, deadline, t0)) // nothing of 200 waits
+	if j, _ := s.next(t0); j != nil {
+		t.Fatalf("seq %d sent before its suspect was settled", j.seq)
+	}
+	// A later message waits behind the suspect in the lane, not back in
+	// the stream until the suspect's deadline; one behind this worker's
+	// own park goes back behind it.
+	if eff, _ := s.arrive(mkJob(6, "100"), t0); len(eff.naks) != 0 {
+		t.Fatalf("seq 6 handed back %+v behind a suspect, want it queued", eff.naks)
+	}
+	s.laneFor("300", t0)
+	v.apply(s.nakFailed(mkJob(21, "300"), deadline))
+	if eff, _ := s.arrive(mkJob(22, "300"), t0); len(eff.naks) != 1 || eff.naks[0].j.seq != 22 {
+		t.Fatalf("seq 22 handed back %+v behind this worker's own park, want it handed back", eff.naks)
+	}
+
+	housekeep := func(at time.Duration) []holdCheck {
+		t.Helper()
+		eff, gone := s.housekeep(t0.Add(at))
+		v.apply(eff)
+		if len(gone) != 0 {
+			t.Fatalf("at %v: overdue %+v, want none", at, gone)
+		}
+		return s.takeVerifies()
+	}
+	if got := housekeep(500 * time.Millisecond); len(got) != 0 {
+		t.Fatalf("checks %+v half a second after the takeover check, want none", got)
+	}
+	want := []holdCheck{{recipient: "100", first: 3, recheck: true}}
+	if got := housekeep(time.Second); !slices.Equal(got, want) {
+		t.Fatalf("checks %+v a second after the takeover check, want %+v", got, want)
+	}
+	// Seq 3 is still out: it keeps its deadline, and the lane keeps waiting.
+	v.apply(s.holdVerified("100", []uint64{3, 5, 6}, 6, t0.Add(time.Second)))
+	l := s.lanes["100"]
+	if len(l.parked) != 1 || l.parked[0].seq != 3 || !l.parked[0].deadline.Equal(deadline) {
+		t.Fatalf("parked %+v after a recheck, want seq 3 until its deadline", l.parked)
+	}
+	if j, _ := s.next(t0.Add(time.Second)); j != nil {
+		t.Fatalf("seq %d sent while its suspect is still out", j.seq)
+	}
+	if got := housekeep(2 * time.Second); len(got) != 0 {
+		t.Fatalf("checks %+v a second after the first recheck, want the next after two", got)
+	}
+	if got := housekeep(3 * time.Second); !slices.Equal(got, want) {
+		t.Fatalf("checks %+v three seconds after the takeover check, want %+v", got, want)
+	}
+	// Seq 3 was settled by the worker that held it.
+	v.apply(s.holdVerified("100", []uint64{5, 6}, 6, t0.Add(3*time.Second)))
+	if j, _ := s.next(t0.Add(3 * time.Second)); j == nil || j.seq != 5 {
+		t.Fatalf("next %+v once the suspect was settled, want seq 5", j)
+	}
+	if got := housekeep(7 * time.Second); len(got) != 0 {
+		t.Fatalf("checks %+v after the lane's suspects were settled, want none", got)
+	}
+	if p := s.lanes["200"].parked; len(p) != 1 {
+		t.Fatalf("lane 200 parked %+v, want its suspect kept until it comes back or is overdue", p)
+	}
+}

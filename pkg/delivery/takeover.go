@@ -56,6 +56,7 @@ type cleared struct {
 	suspects  []uint64
 	err       error
 	verify    bool
+	recheck   bool // an early check of a takeover's suspects (suspectRecheck)
 	first     uint64
 	upTo      uint64 // a hold check's last sequence read
 }
@@ -149,7 +150,7 @@ func (w *Worker) startClears() time.Time {
 		go func() {
 			suspects, upTo, err := w.holdSuspects(ctx, c)
 			select {
-			case w.clears <- cleared{recipient: c.recipient, suspects: suspects, err: err, verify: true, first: c.first, upTo: upTo}:
+			case w.clears <- cleared{recipient: c.recipient, suspects: suspects, err: err, verify: true, recheck: c.recheck, first: c.first, upTo: upTo}:
 			case <-ctx.Done():
 			}
 		}()
@@ -186,12 +187,16 @@ func (w *Worker) onCleared(c cleared) {
 	if c.verify {
 		if c.err != nil {
 			w.log.Warn("cannot check a recipient's hold; retrying", "recipient", c.recipient, "err", c.err)
-			w.verifyQueue = append(w.verifyQueue, holdCheck{recipient: c.recipient, first: c.first})
+			w.verifyQueue = append(w.verifyQueue, holdCheck{recipient: c.recipient, first: c.first, recheck: c.recheck})
 			return
 		}
-		if len(c.suspects) == 0 {
+		switch {
+		case c.recheck:
+			w.m.suspectRechecks.Inc()
+			w.log.Debug("rechecked the messages a recipient waits for after a takeover", "recipient", c.recipient, "still_out", len(c.suspects))
+		case len(c.suspects) == 0:
 			w.log.Debug("a hold is over: its messages are all settled", "recipient", c.recipient)
-		} else {
+		default:
 			w.log.Info("messages a recipient waits for are still out; waiting for them", "recipient", c.recipient, "count", len(c.suspects))
 		}
 		w.apply(w.sched.holdVerified(c.recipient, c.suspects, c.upTo, w.now()))
