@@ -357,88 +357,100 @@ func sent(ctx context.Context, url string) int64 {
 	return s.Sent
 }
 
-// killLeader SIGKILLs, at faultAt, the node leading NOTIFY, and returns how
-// long the others took to elect a new leader, watched from one of them.
-func killLeader(ctx context.Context, st *stack, faultAt time.Time) (time.Duration, string, error) {
+// nodeKill is a node SIGKILLed by killNode: NOTIFY's leader before the
+// kill, the node killed and when, the groups other than NOTIFY it led, and
+// a connection to a surviving node to watch their elections from.
+type nodeKill struct {
+	leader, victim string
+	led            []raftGroup
+	watch          *nats.Conn
+	at             time.Time
+}
+
+// killNode waits until faultAt and NOTIFY's leader, has pick choose the
+// node to kill and the one to watch from, notes the groups other than
+// NOTIFY that the victim leads, connects the watcher, and SIGKILLs the
+// victim. The caller closes k.watch.
+func killNode(ctx context.Context, st *stack, faultAt time.Time, pick func(leader string, nodes []string) (victim, watchFrom string)) (*nodeKill, error) {
 	if !sleepUntil(ctx, faultAt) {
-		return 0, "", ctx.Err()
+		return nil, ctx.Err()
 	}
 	leader, err := system.WaitLeader(ctx, st.nc, jetstream.StreamNotify, "")
 	if err != nil {
-		return 0, "", err
+		return nil, err
 	}
-	others, err := groupsLedBy(ctx, st.js, leader)
+	victim, watchFrom := pick(leader, st.cluster.Names())
+	led, err := groupsLedBy(ctx, st.js, victim)
+	if err != nil {
+		return nil, err
+	}
+	led = slices.DeleteFunc(led, func(g raftGroup) bool { return g == raftGroup{stream: jetstream.StreamNotify} })
+	watch, err := nats.Connect(st.cluster.URL(watchFrom), nats.Name("bench-watch"))
+	if err != nil {
+		return nil, err
+	}
+	_, at, ok := st.cluster.Kill(victim)
+	if !ok {
+		watch.Close()
+		return nil, fmt.Errorf("node %s was not running", victim)
+	}
+	return &nodeKill{leader: leader, victim: victim, led: led, watch: watch, at: at}, nil
+}
+
+// firstOther is the first of nodes by name that is not node.
+func firstOther(nodes []string, node string) string {
+	for _, n := range nodes {
+		if n != node {
+			return n
+		}
+	}
+	return ""
+}
+
+// killLeader SIGKILLs, at faultAt, the node leading NOTIFY, and returns how
+// long the others took to elect a new leader, watched from one of them.
+func killLeader(ctx context.Context, st *stack, faultAt time.Time) (time.Duration, string, error) {
+	k, err := killNode(ctx, st, faultAt, func(leader string, nodes []string) (string, string) {
+		return leader, firstOther(nodes, leader)
+	})
 	if err != nil {
 		return 0, "", err
 	}
-	others = slices.DeleteFunc(others, func(g raftGroup) bool { return g == raftGroup{stream: jetstream.StreamNotify} })
-	var watch *nats.Conn
-	for _, n := range st.cluster.Names() {
-		if n != leader && watch == nil {
-			if watch, err = nats.Connect(st.cluster.URL(n), nats.Name("bench-watch")); err != nil {
-				return 0, "", err
-			}
-		}
-	}
-	defer watch.Close()
-	_, at, ok := st.cluster.Kill(leader)
-	if !ok {
-		return 0, "", fmt.Errorf("node %s was not running", leader)
-	}
+	defer k.watch.Close()
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	elections := make(chan []election, 1)
-	go func() { elections <- watchElections(wctx, watch, others, leader, at) }()
-	next, err := system.WaitLeader(wctx, watch, jetstream.StreamNotify, leader)
-	after := time.Since(at)
+	go func() { elections <- watchElections(wctx, k.watch, k.led, k.victim, k.at) }()
+	next, err := system.WaitLeader(wctx, k.watch, jetstream.StreamNotify, k.victim)
+	after := time.Since(k.at)
 	es := <-elections
 	if err != nil {
 		return 0, "", err
 	}
-	return after, fmt.Sprintf("%s → %s%s", leader, next, describeElections(es)), nil
+	return after, fmt.Sprintf("%s → %s%s", k.victim, next, describeElections(es)), nil
 }
 
 // killOther SIGKILLs, at faultAt, the first node by name that does not
 // lead NOTIFY, and returns how long the slowest of the groups it led took
 // to elect a new leader (0 when it led none), watched from NOTIFY's node.
 func killOther(ctx context.Context, st *stack, faultAt time.Time) (time.Duration, string, error) {
-	if !sleepUntil(ctx, faultAt) {
-		return 0, "", ctx.Err()
-	}
-	leader, err := system.WaitLeader(ctx, st.nc, jetstream.StreamNotify, "")
+	k, err := killNode(ctx, st, faultAt, func(leader string, nodes []string) (string, string) {
+		return firstOther(nodes, leader), leader
+	})
 	if err != nil {
 		return 0, "", err
 	}
-	var victim string
-	for _, n := range st.cluster.Names() {
-		if n != leader {
-			victim = n
-			break
-		}
-	}
-	led, err := groupsLedBy(ctx, st.js, victim)
-	if err != nil {
-		return 0, "", err
-	}
-	watch, err := nats.Connect(st.cluster.URL(leader), nats.Name("bench-watch"))
-	if err != nil {
-		return 0, "", err
-	}
-	defer watch.Close()
-	_, at, ok := st.cluster.Kill(victim)
-	if !ok {
-		return 0, "", fmt.Errorf("node %s was not running", victim)
-	}
+	defer k.watch.Close()
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	es := watchElections(wctx, watch, led, victim, at)
+	es := watchElections(wctx, k.watch, k.led, k.victim, k.at)
 	var slowest time.Duration
 	for _, e := range es {
 		slowest = max(slowest, e.after)
 	}
-	note := fmt.Sprintf("killed %s (NOTIFY on %s); it led nothing", victim, leader)
+	note := fmt.Sprintf("killed %s (NOTIFY on %s); it led nothing", k.victim, k.leader)
 	if len(es) > 0 {
-		note = fmt.Sprintf("killed %s (NOTIFY on %s)%s", victim, leader, strings.Replace(describeElections(es), "; it also led", "; it led", 1))
+		note = fmt.Sprintf("killed %s (NOTIFY on %s)%s", k.victim, k.leader, strings.Replace(describeElections(es), "; it also led", "; it led", 1))
 	}
 	return slowest, note, nil
 }
