@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,9 +155,9 @@ type ClusterOptions struct {
 type Cluster struct {
 	opts  ClusterOptions
 	nodes []*clusterNode
-	// sink refuses the implicit routes a node might open to another's
-	// advertised address, around the proxies.
-	sink net.Listener
+	// sink is every node's advertised route address: it refuses the
+	// implicit routes a node might open to another around the proxies.
+	sink refuser
 	// routeProxies[i][j] carries node i's route to node j.
 	routeProxies  [][]*Proxy
 	clientProxies []*Proxy
@@ -199,10 +198,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 			conf: filepath.Join(o.Dir, name+".conf")})
 	}
 	if o.Proxies {
-		if c.sink, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return nil, fmt.Errorf("listening for implicit routes: %w", err)
+		if c.sink, err = newRefuser(); err != nil {
+			return nil, err
 		}
-		go refuseAll(c.sink)
 		c.routeProxies = make([][]*Proxy, len(names))
 		for i := range names {
 			c.routeProxies[i] = make([]*Proxy, len(names))
@@ -237,7 +235,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 			}
 		}
 		if o.Proxies {
-			nc.RouteAdvertise = c.sink.Addr().String()
+			nc.RouteAdvertise = c.sink.Addr()
 			nc.ClientAdvertise = c.clientProxies[i].Addr()
 		}
 		if err := WriteClusterNodeConfig(filepath.Join(o.ConfigDir, n.name+".conf"), n.conf, nc); err != nil {
@@ -255,20 +253,6 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 		}
 	}
 	return c, nil
-}
-
-// refuseAll closes every connection ln accepts, until ln is closed.
-func refuseAll(ln net.Listener) {
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
-		}
-		conn.Close()
-	}
 }
 
 // ProcessName is the supervisor's name of node's process: nats-<node>.
@@ -318,6 +302,28 @@ func (c *Cluster) Names() []string {
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		out[i] = n.name
+	}
+	return out
+}
+
+// RouteAdvertise is the route address every node gives the others when the
+// cluster has proxies: one that refuses every connection, so that no node
+// opens a route around the proxies. Empty without proxies.
+func (c *Cluster) RouteAdvertise() string {
+	if c.sink == nil {
+		return ""
+	}
+	return c.sink.Addr()
+}
+
+// LogPaths returns the files the nodes' processes log to, one per node (a
+// node started again logs to the same file).
+func (c *Cluster) LogPaths() []string {
+	var out []string
+	for _, n := range c.nodes {
+		if p := c.proc(n); p != nil {
+			out = append(out, p.LogPath())
+		}
 	}
 	return out
 }

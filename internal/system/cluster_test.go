@@ -193,6 +193,30 @@ func TestClusterSurvivesLeaderLoss(t *testing.T) {
 	if info.State.Msgs != 4 {
 		t.Errorf("stream holds %d messages, want 4", info.State.Msgs)
 	}
+	noRouteToTheAdvertisedAddress(t, c)
+}
+
+// noRouteToTheAdvertisedAddress fails t if a node's log shows a route
+// connection made to the address every node advertises. That address
+// refuses, so a node that learns of another through a third one gives the
+// implicit route up at once. It used to accept and close, and nats-server
+// retried such a route without a delay: about a hundred route connections
+// a second from every node, from the cluster's start.
+func noRouteToTheAdvertisedAddress(t *testing.T, c *system.Cluster) {
+	t.Helper()
+	adv := c.RouteAdvertise()
+	if adv == "" {
+		t.Fatal("the cluster has proxies but advertises no route address")
+	}
+	for _, path := range c.LogPaths() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), adv+" - rid:"); n > 0 {
+			t.Errorf("%s: %d route connections to the advertised address %s, want none", filepath.Base(path), n, adv)
+		}
+	}
 }
 
 // A daemon's connection to a node that is cut off from the other two, its
