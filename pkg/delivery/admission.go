@@ -19,7 +19,8 @@ import (
 //     message over would send it again (found by the chaos suite).
 //   - settle: for ReconnectSettle after the NATS connection came back,
 //     nothing is sent (another worker's delivery records may be on their
-//     way; see docs/WORKER.md).
+//     way; see docs/WORKER.md), unless the consumer shows the worker still
+//     holds the pin it held before (keptPin).
 //   - pause: after a 429, nothing at all is sent until retry_after has
 //     passed. Telegram does not say which limit was hit, and sending into a
 //     pause extends it.
@@ -56,7 +57,10 @@ type admission struct {
 	mu          sync.Mutex
 	halted      bool
 	settleUntil time.Time
-	pause       pause
+	// settle is the reconnect the current settle follows, and the pin the
+	// worker held then (keptPin may end the settle early).
+	settle settleCause
+	pause  pause
 	// open counts the requests admitted and not yet answered.
 	open int
 	// admitted counts every request admitted so far.
@@ -269,11 +273,42 @@ func (a *admission) isHalted() bool {
 	return a.halted
 }
 
-// settleFor stops sending until until (after a NATS reconnect).
-func (a *admission) settleFor(until time.Time) {
+// settleCause is the NATS reconnect a settle follows: the connection's
+// reconnect count, and the pin id the worker held when it noticed the
+// reconnect ("" for none).
+type settleCause struct {
+	reconnects uint64
+	pin        string
+}
+
+// settleFor stops sending until until, after the NATS reconnect c.
+func (a *admission) settleFor(until time.Time, c settleCause) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.settleUntil = later(a.settleUntil, until)
+	a.settle = c
+}
+
+// settlingFor returns the reconnect the settle under way follows, while one
+// runs at now and the worker held a pin when it began.
+func (a *admission) settlingFor(now time.Time) (settleCause, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.settle, now.Before(a.settleUntil) && a.settle.pin != ""
+}
+
+// keptPin ends the settle after reconnect c at now, if no later reconnect
+// began another: the consumer, asked after c, still names the pin this
+// worker held before it (see Worker.confirmPin). It reports whether the
+// settle ended.
+func (a *admission) keptPin(now time.Time, c settleCause) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.settle != c || !now.Before(a.settleUntil) {
+		return false
+	}
+	a.settleUntil = now
+	return true
 }
 
 // settledAt returns when the settle after the last NATS reconnect ends

@@ -123,7 +123,7 @@ func TestAdmissionRules(t *testing.T) {
 		want  string
 	}{
 		{"halt", func(a *admission) { a.setHalted(true) }, func(a *admission) { a.setHalted(false) }, "halted"},
-		{"settle", func(a *admission) { a.settleFor(now.Add(time.Second)) }, nil, "settling after a NATS reconnect"},
+		{"settle", func(a *admission) { a.settleFor(now.Add(time.Second), settleCause{}) }, nil, "settling after a NATS reconnect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAdmission("test", 5, time.Minute, nil)
@@ -148,6 +148,50 @@ func TestAdmissionRules(t *testing.T) {
 
 // A run of transient failures opens the breaker: no admission until the
 // open period has passed, then one probe at a time.
+// A settle after a reconnect ends early only for the reconnect it follows
+// and only if the worker held a pin then: a later reconnect's settle is not
+// ended by the confirmation of an earlier one, and a worker that was not
+// pinned has nothing to confirm.
+func TestAdmissionSettleEndsEarlyOnlyForItsReconnect(t *testing.T) {
+	now := time.Now()
+	a := newAdmission("test", 5, time.Minute, nil)
+	first := settleCause{reconnects: 1, pin: "P"}
+	a.settleFor(now.Add(ReconnectSettle), first)
+	if c, ok := a.settlingFor(now); !ok || c != first {
+		t.Fatalf("settlingFor = %+v, %v; want %+v, true", c, ok, first)
+	}
+	if a.keptPin(now, settleCause{reconnects: 0, pin: "P"}) {
+		t.Fatal("a confirmation of an earlier reconnect ended the settle")
+	}
+	second := settleCause{reconnects: 2, pin: "P"}
+	a.settleFor(now.Add(ReconnectSettle), second)
+	if a.keptPin(now, first) {
+		t.Fatal("the first reconnect's confirmation ended the second one's settle")
+	}
+	if ok, _, why := a.gate(now, 0); ok {
+		t.Fatal("admitted while settling")
+	} else if why != "settling after a NATS reconnect" {
+		t.Fatalf("blocked for %q, want the settle", why)
+	}
+	if !a.keptPin(now, second) {
+		t.Fatal("the second reconnect's confirmation did not end its settle")
+	}
+	if ok, _, why := a.gate(now, 0); !ok {
+		t.Fatalf("still blocked (%s) after the settle ended", why)
+	}
+	if _, ok := a.settlingFor(now); ok {
+		t.Fatal("settlingFor reports a settle that ended")
+	}
+	if a.keptPin(now, second) {
+		t.Fatal("a settle that had ended was ended again")
+	}
+
+	a.settleFor(now.Add(ReconnectSettle), settleCause{reconnects: 3})
+	if _, ok := a.settlingFor(now); ok {
+		t.Fatal("a settle begun without a pin has a pin to confirm")
+	}
+}
+
 func TestAdmissionBreaker(t *testing.T) {
 	var transitions []gobreaker.State
 	var mu sync.Mutex

@@ -105,7 +105,7 @@ func TestNoGiveUpWhileSettlingAfterAReconnect(t *testing.T) {
 		n:   notify.Notification{Key: key, ChatID: 100, Route: []notify.Channel{notify.ChannelTelegram, notify.ChannelEmail}, Email: "a@example.com"},
 		seq: 9, delivered: 1, lane: "100", since: now.Add(-time.Minute),
 	}
-	w.adm.settleFor(now.Add(ReconnectSettle))
+	w.adm.settleFor(now.Add(ReconnectSettle), settleCause{reconnects: 1})
 
 	if w.due(now)(j) {
 		t.Fatal("due while settling: the sweep would give it up")

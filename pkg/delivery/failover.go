@@ -235,6 +235,9 @@ func (w *Worker) watchPin(ctx context.Context) {
 			// the time to reconnect and write the records of what it sent.
 			reconnects, quietUntil = r, time.Now().Add(failoverAfterReconnect)
 		}
+		if w.isPinned() {
+			w.confirmPin(ctx)
+		}
 		if w.isPinned() || !nc.IsConnected() || time.Now().Before(quietUntil) {
 			missed, suspect = 0, ""
 			continue
@@ -275,6 +278,34 @@ func (w *Worker) watchPin(ctx context.Context) {
 		w.m.failovers.Inc()
 		w.log.Warn("the pinned worker does not answer: unpinned it, this worker takes over", "pin", pinned)
 		missed, suspect = 0, ""
+	}
+}
+
+// confirmPin ends the settle after a NATS reconnect early when this worker
+// was pinned as it noticed the reconnect, still is, and the consumer, asked
+// now, names the same pin. JetStream gives a new pin id whenever it pins a
+// worker, so the same id means the pin never moved while this worker was
+// away: no other worker was handed messages meanwhile, and none can have
+// sent one whose delivery record it is still writing — what the settle
+// waits for. (What another worker sent before this one was pinned is the
+// takeover's to guard, takeover.go, settle or not.) A pin moved to a
+// standby and back has another id, a nats-server restart forgets the pin,
+// and a consumer that cannot be read proves nothing: the settle then runs
+// its full ReconnectSettle. It ended after a kill of a node the pinned
+// worker was connected to and that led nothing (BENCHMARKS.md row 7d): 3 s
+// without a send, for nothing.
+func (w *Worker) confirmPin(ctx context.Context) {
+	c, settling := w.adm.settlingFor(w.now())
+	if !settling || w.pinID() != c.pin || !w.js.Conn().IsConnected() {
+		return
+	}
+	if w.pinnedClient(ctx) != c.pin || w.pinID() != c.pin {
+		return
+	}
+	if w.adm.keptPin(w.now(), c) {
+		w.m.settlesShortened.Inc()
+		w.log.Info("still pinned after the NATS reconnect, so nobody else sent meanwhile: sending again")
+		w.poke()
 	}
 }
 

@@ -384,6 +384,45 @@ func TestNoSendRightAfterANATSReconnect(t *testing.T) {
 	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().Sent == 2 }, "the worker to count 2 sent")
 }
 
+// A worker pinned before its connection to NATS dropped, and still pinned
+// after it (the server and the consumer went on; only the connection was
+// lost, as when the node a worker is connected to dies and another node
+// serves the consumer), ends its settle as soon as the consumer shows the
+// same pin: no other worker was handed anything meanwhile. It used to send
+// nothing for the whole ReconnectSettle (BENCHMARKS.md row 7d: 3 s after a
+// kill of a node that led nothing). TestNoSendRightAfterANATSReconnect is
+// the other side: a restarted nats-server forgets the pin, and the settle
+// runs in full.
+func TestStillPinnedAfterAReconnectSettlesEarly(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	nc, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: env.NATS.URL()}, env.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, NC: nc})
+	env.Publish(note("order:1:accepted", 100, "0"))
+	waitDelivered(t, env, 1)
+	if err := nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return nc.Stats().Reconnects == 1 && nc.IsConnected() }, "the worker's connection back")
+	back := time.Now()
+	env.Publish(note("order:2:accepted", 100, "1"))
+	waitDelivered(t, env, 2)
+	sent := env.Emu.ChatMessages(100)[1].Time
+	t.Logf("sent %v after the connection came back", sent.Sub(back))
+	if got := counter(t, w, "tgnotify_worker_reconnect_settles_shortened_total"); got != 1 {
+		t.Fatalf("%v settles ended early, want 1", got)
+	}
+	if d := sent.Sub(back); d >= delivery.ReconnectSettle {
+		t.Errorf("sent %v after the connection came back, want before the settle's %v ran out", d, delivery.ReconnectSettle)
+	}
+	checkOrder(t, env, 100, 2)
+}
+
 // A worker stopped while NATS is down holds a hundred messages of a chat
 // whose send hangs: it does not queue a NAK for each in the reconnect
 // buffer (thousands overflow it, and the rest reach the server late), nor

@@ -29,6 +29,7 @@ type metrics struct {
 	pinChecks              prometheus.Counter
 	takeovers              prometheus.Counter
 	suspectRechecks        prometheus.Counter
+	settlesShortened       prometheus.Counter
 	pinResets              *prometheus.CounterVec
 	answerWaits            *prometheus.CounterVec
 	requestTimeout         prometheus.Gauge
@@ -100,6 +101,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Takeovers: messages began to arrive after a quiet period or a regained pin, and each recipient waited for what another worker may still hold."}),
 		suspectRechecks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "suspect_rechecks_total",
 			Help: "Early checks, after a takeover, of whether the messages a recipient waits for were settled by the worker that held them (one in flight when the pin moved is recorded and acked by that worker, and never comes back)."}),
+		settlesShortened: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnect_settles_shortened_total",
+			Help: "Settles after a NATS reconnect ended early: this worker was pinned before the reconnect and the consumer, asked after it, still named the same pin, so no other worker can have been sending meanwhile."}),
 		pinResets: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pin_resets_total",
 			Help: "Pull requests answered \"pin ID mismatch\" (the pin was dropped, by a consumer leader change most often), by how the doubt ended: kept (pinned again, held messages kept), moved (another worker answered as pinned) or timeout; the last two hand back what the worker held."}, []string{"outcome"}),
 		answerWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "answer_waits_total",
@@ -151,7 +154,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(16, 2, 5)}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
-		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.suspectRechecks, m.pinResets, m.answerWaits, m.sendRate.Gauge, m.sendRate.old,
+		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.suspectRechecks, m.settlesShortened, m.pinResets, m.answerWaits, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
 		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch, m.eventBatch} {
 		if err := reg.Register(c); err != nil {

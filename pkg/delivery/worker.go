@@ -24,7 +24,8 @@ import (
 // sent can be handed to this worker at once (a nats-server that crashed
 // forgets its most recent deliveries). It covers the NATS clients' largest
 // reconnect delay (jetstream.Options.MaxReconnectWait, 2s) and a record
-// write.
+// write. A worker that was pinned before the reconnect ends it as soon as
+// the consumer shows it still holds the same pin (Worker.confirmPin).
 const ReconnectSettle = 3 * time.Second
 
 // Deps are the worker's collaborators.
@@ -429,8 +430,9 @@ func (w *Worker) launch() time.Time {
 	now := w.now()
 	if rc := w.js.Conn().Stats().Reconnects; rc != w.reconnects {
 		w.reconnects = rc
-		w.adm.settleFor(now.Add(ReconnectSettle))
-		w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending", "for", ReconnectSettle)
+		pin := w.pinID()
+		w.adm.settleFor(now.Add(ReconnectSettle), settleCause{reconnects: rc, pin: pin})
+		w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending", "for", ReconnectSettle, "pinned", pin != "")
 	}
 	if w.doubtExpired(now) {
 		w.pinMoved("timeout")
