@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -316,16 +317,31 @@ func (c *Cluster) RouteAdvertise() string {
 	return c.sink.Addr()
 }
 
-// LogPaths returns the files the nodes' processes log to, one per node (a
-// node started again logs to the same file).
-func (c *Cluster) LogPaths() []string {
-	var out []string
+// NodeSubscribedTo returns the node one of whose clients subscribes to
+// subject, as the nodes' /connz pages say: for example the node a pinned
+// worker is connected to, the only client answering on its channel's pin
+// subject. It returns "" when no running node has such a client.
+func (c *Cluster) NodeSubscribedTo(ctx context.Context, subject string) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
 	for _, n := range c.nodes {
-		if p := c.proc(n); p != nil {
-			out = append(out, p.LogPath())
+		if c.Process(n.name) == nil {
+			continue
+		}
+		var connz struct {
+			Connections []struct {
+				Subscriptions []string `json:"subscriptions_list"`
+			} `json:"connections"`
+		}
+		if err := GetJSON(ctx, client, c.monitor(n)+"/connz?subs=1&limit=1024", &connz); err != nil {
+			return "", fmt.Errorf("reading the clients of node %s: %w", n.name, err)
+		}
+		for _, conn := range connz.Connections {
+			if slices.Contains(conn.Subscriptions, subject) {
+				return n.name, nil
+			}
 		}
 	}
-	return out
+	return "", nil
 }
 
 // URL returns the client URL of node name: its proxy's when the cluster

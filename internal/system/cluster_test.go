@@ -120,6 +120,19 @@ func TestClusterSurvivesLeaderLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	createReplicated(ctx, t, js, natsjs.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3, Storage: natsjs.FileStorage})
+	sub, err := nc.SubscribeSync("only.this.client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := c.NodeSubscribedTo(ctx, "only.this.client"); err != nil || on != nc.ConnectedServerName() {
+		t.Fatalf("NodeSubscribedTo = %q, %v; want %q, the node the subscriber is connected to", on, err, nc.ConnectedServerName())
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
 	publish := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
@@ -208,7 +221,8 @@ func noRouteToTheAdvertisedAddress(t *testing.T, c *system.Cluster) {
 	if adv == "" {
 		t.Fatal("the cluster has proxies but advertises no route address")
 	}
-	for _, path := range c.LogPaths() {
+	for _, p := range c.Processes() {
+		path := p.LogPath()
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

@@ -109,8 +109,9 @@ func (r *runner) failoverMethod(f failoverFault) string {
 			"buckets it writes). " + common
 	case killOtherNode:
 		return "Three nats-server processes as in 7b, the publisher keeping every group's leader on NOTIFY's node (`-gather-leaders`, " +
-			"docs/RUNBOOK.md). The fault: SIGKILL of a node that does not lead NOTIFY (the first other one by name); it stays down " +
-			"for the fault window and is started again afterwards. The notes name each stream, bucket and consumer it led, with the " +
+			"docs/RUNBOOK.md). The fault: SIGKILL of a node that does not lead NOTIFY: the one the sending worker is connected to " +
+			"(the only client subscribed to the pin subject, in the nodes' /connz), the worst case, else the first other one by name; " +
+			"the notes say which. It stays down for the fault window and is started again afterwards. The notes name each stream, bucket and consumer it led, with the " +
 			"time each had its next leader; the third column is the slowest of them (0: it led nothing). A daemon connected to it " +
 			"moves to another node. " + common
 	default:
@@ -430,11 +431,24 @@ func killLeader(ctx context.Context, st *stack, faultAt time.Time) (time.Duratio
 	return after, fmt.Sprintf("%s → %s%s", k.victim, next, describeElections(es)), nil
 }
 
-// killOther SIGKILLs, at faultAt, the first node by name that does not
-// lead NOTIFY, and returns how long the slowest of the groups it led took
-// to elect a new leader (0 when it led none), watched from NOTIFY's node.
+// killOther SIGKILLs, at faultAt, a node that does not lead NOTIFY: the one
+// the sending worker is connected to (the worst case: it must move), else
+// the first other one by name. It returns how long the slowest of the
+// groups it led took to elect a new leader (0 when it led none), watched
+// from NOTIFY's node.
 func killOther(ctx context.Context, st *stack, faultAt time.Time) (time.Duration, string, error) {
+	worker := "the sending worker's node unknown"
 	k, err := killNode(ctx, st, faultAt, func(leader string, nodes []string) (string, string) {
+		on, err := st.cluster.NodeSubscribedTo(ctx, jetstream.DefaultNames().PinSubject(jetstream.DefaultChannel))
+		switch {
+		case err != nil:
+			worker = "the sending worker's node unknown: " + err.Error()
+		case on == leader:
+			worker = "the sending worker was on NOTIFY's node"
+		case on != "":
+			worker = "the sending worker was connected to it"
+			return on, leader
+		}
 		return firstOther(nodes, leader), leader
 	})
 	if err != nil {
@@ -448,9 +462,9 @@ func killOther(ctx context.Context, st *stack, faultAt time.Time) (time.Duration
 	for _, e := range es {
 		slowest = max(slowest, e.after)
 	}
-	note := fmt.Sprintf("killed %s (NOTIFY on %s); it led nothing", k.victim, k.leader)
+	note := fmt.Sprintf("killed %s (NOTIFY on %s; %s); it led nothing", k.victim, k.leader, worker)
 	if len(es) > 0 {
-		note = fmt.Sprintf("killed %s (NOTIFY on %s)%s", k.victim, k.leader, strings.Replace(describeElections(es), "; it also led", "; it led", 1))
+		note = fmt.Sprintf("killed %s (NOTIFY on %s; %s)%s", k.victim, k.leader, worker, strings.Replace(describeElections(es), "; it also led", "; it led", 1))
 	}
 	return slowest, note, nil
 }
