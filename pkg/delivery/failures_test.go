@@ -360,23 +360,8 @@ func TestSharedStateIsWrittenAfterANATSOutage(t *testing.T) {
 // right after a SIGKILL of nats-server, by the standby pinned after it.
 func TestNoSendRightAfterANATSReconnect(t *testing.T) {
 	t.Parallel()
-	lim, cfg, tg := fastLimits()
-	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	nc, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: env.NATS.URL()}, env.Log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, NC: nc})
-	env.Publish(note("order:1:accepted", 100, "before"))
-	waitDelivered(t, env, 1)
-	env.NATS.Restart(t)
-	natstest.WaitFor(t, 10*time.Second, func() bool { return nc.IsConnected() && env.NC.IsConnected() }, "both connections back")
-	back := time.Now()
-	env.Publish(note("order:2:accepted", 100, "after"))
-	waitDelivered(t, env, 2)
-	sent := env.Emu.ChatMessages(100)[1].Time
-	if d := sent.Sub(back); d < delivery.ReconnectSettle-200*time.Millisecond {
+	w, d := sendAcrossAReconnect(t, func(env *testenv.Env, _ *nats.Conn) { env.NATS.Restart(t) })
+	if d < delivery.ReconnectSettle-200*time.Millisecond {
 		t.Fatalf("sent %v after NATS came back, want at least %v", d, delivery.ReconnectSettle)
 	}
 	// The emulator counts a message when it answers; the worker when it
@@ -395,6 +380,28 @@ func TestNoSendRightAfterANATSReconnect(t *testing.T) {
 // runs in full.
 func TestStillPinnedAfterAReconnectSettlesEarly(t *testing.T) {
 	t.Parallel()
+	w, d := sendAcrossAReconnect(t, func(_ *testenv.Env, nc *nats.Conn) {
+		if err := nc.ForceReconnect(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("sent %v after the connection came back", d)
+	if got := counter(t, w, "tgnotify_worker_reconnect_settles_shortened_total"); got != 1 {
+		t.Fatalf("%v settles ended early, want 1", got)
+	}
+	if d >= delivery.ReconnectSettle {
+		t.Errorf("sent %v after the connection came back, want before the settle's %v ran out", d, delivery.ReconnectSettle)
+	}
+}
+
+// sendAcrossAReconnect starts a worker on a NATS connection of its own,
+// has it deliver one message to chat 100, breaks its connection with
+// reconnect, and once every connection is back publishes a second message
+// to the chat. It returns the worker and how long after the connections
+// came back the second message was sent, having checked that the chat got
+// both in order.
+func sendAcrossAReconnect(t *testing.T, reconnect func(env *testenv.Env, nc *nats.Conn)) (*testenv.Worker, time.Duration) {
+	t.Helper()
 	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
 	nc, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: env.NATS.URL()}, env.Log)
@@ -405,22 +412,15 @@ func TestStillPinnedAfterAReconnectSettlesEarly(t *testing.T) {
 	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, NC: nc})
 	env.Publish(note("order:1:accepted", 100, "0"))
 	waitDelivered(t, env, 1)
-	if err := nc.ForceReconnect(); err != nil {
-		t.Fatal(err)
-	}
-	natstest.WaitFor(t, 10*time.Second, func() bool { return nc.Stats().Reconnects == 1 && nc.IsConnected() }, "the worker's connection back")
+	reconnect(env, nc)
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		return nc.Stats().Reconnects >= 1 && nc.IsConnected() && env.NC.IsConnected()
+	}, "the connections back")
 	back := time.Now()
 	env.Publish(note("order:2:accepted", 100, "1"))
 	waitDelivered(t, env, 2)
-	sent := env.Emu.ChatMessages(100)[1].Time
-	t.Logf("sent %v after the connection came back", sent.Sub(back))
-	if got := counter(t, w, "tgnotify_worker_reconnect_settles_shortened_total"); got != 1 {
-		t.Fatalf("%v settles ended early, want 1", got)
-	}
-	if d := sent.Sub(back); d >= delivery.ReconnectSettle {
-		t.Errorf("sent %v after the connection came back, want before the settle's %v ran out", d, delivery.ReconnectSettle)
-	}
 	checkOrder(t, env, 100, 2)
+	return w, env.Emu.ChatMessages(100)[1].Time.Sub(back)
 }
 
 // A worker stopped while NATS is down holds a hundred messages of a chat
