@@ -50,6 +50,11 @@ type pinState struct {
 	mu  sync.Mutex
 	id  string
 	sub *nats.Subscription
+	// learned is the connection's reconnect count when id was first seen.
+	// nats.go counts a reconnect before it reads anything from the new
+	// connection, so an id learned at a count below r came with a message
+	// of a connection older than reconnect r (pinHeldBefore).
+	learned uint64
 }
 
 // pinnedAs records that a message arrived with pin id id: this worker is
@@ -71,7 +76,9 @@ func (w *Worker) pinnedAs(ctx context.Context, id string) {
 	if w.pin.id == id && w.pin.sub != nil {
 		return
 	}
-	w.pin.id = id
+	if w.pin.id != id {
+		w.pin.id, w.pin.learned = id, w.js.Conn().Stats().Reconnects
+	}
 	if w.pin.sub != nil {
 		return
 	}
@@ -207,6 +214,20 @@ func (w *Worker) pinID() string {
 	return w.pin.id
 }
 
+// pinHeldBefore returns this worker's pin id if it learned it before the
+// connection's reconnect count reached reconnects, "" otherwise: the pin it
+// held before that reconnect, if it still holds it. A pin learned from a
+// message of the new connection (one JetStream may have given it after
+// another worker held the pin meanwhile) does not count.
+func (w *Worker) pinHeldBefore(reconnects uint64) string {
+	w.pin.mu.Lock()
+	defer w.pin.mu.Unlock()
+	if w.pin.id == "" || w.pin.learned >= reconnects {
+		return ""
+	}
+	return w.pin.id
+}
+
 // isPinned reports whether this worker holds the pin as far as it knows.
 func (w *Worker) isPinned() bool {
 	w.pin.mu.Lock()
@@ -282,8 +303,8 @@ func (w *Worker) watchPin(ctx context.Context) {
 }
 
 // confirmPin ends the settle after a NATS reconnect early when this worker
-// was pinned as it noticed the reconnect, still is, and the consumer, asked
-// now, names the same pin. JetStream gives a new pin id whenever it pins a
+// was pinned before the reconnect (pinHeldBefore), still is, and the
+// consumer, asked now, names the same pin. JetStream gives a new pin id whenever it pins a
 // worker, so the same id means the pin never moved while this worker was
 // away: no other worker was handed messages meanwhile, and none can have
 // sent one whose delivery record it is still writing — what the settle

@@ -106,3 +106,36 @@ func TestAPauseIsHeardByTheOtherWorkersAtOnce(t *testing.T) {
 		t.Errorf("the active worker is paused until %v, want the standby's %v: it took its own broadcast", got, q.Until)
 	}
 }
+
+// The pin a worker held before a reconnect is one it learned from a message
+// of an earlier connection: a pin first seen after the reconnect (JetStream
+// may have given it after another worker held the pin meanwhile) does not
+// let the worker cut its settle short, however soon its dispatcher notices
+// the reconnect. The same pin seen again after the reconnect keeps the
+// count it was first seen at.
+func TestPinHeldBeforeIsOnlyAPinLearnedBeforeTheReconnect(t *testing.T) {
+	nc, js := natstest.Start(t).Connect(t)
+	w := &Worker{js: js, names: jetstream.DefaultNames(), name: "telegram",
+		adm: newAdmission("pin", 1000, time.Minute, nil), log: slog.New(slog.DiscardHandler), now: time.Now}
+	t.Cleanup(w.unpinned)
+	if got := w.pinHeldBefore(1); got != "" {
+		t.Fatalf("pinHeldBefore(1) = %q unpinned, want none", got)
+	}
+	w.pinnedAs(t.Context(), "pin-a")
+	if err := nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return nc.Stats().Reconnects == 1 && nc.IsConnected() }, "the connection back")
+	w.pinnedAs(t.Context(), "pin-a") // the same pin, from the new connection
+	if got := w.pinHeldBefore(1); got != "pin-a" {
+		t.Fatalf("pinHeldBefore(1) = %q, want pin-a, learned before the reconnect", got)
+	}
+	w.unpinned()
+	w.pinnedAs(t.Context(), "pin-c") // a new pin, from the new connection
+	if got := w.pinHeldBefore(1); got != "" {
+		t.Fatalf("pinHeldBefore(1) = %q, want none: pin-c came after the reconnect", got)
+	}
+	if got := w.pinHeldBefore(2); got != "pin-c" {
+		t.Fatalf("pinHeldBefore(2) = %q, want pin-c, learned before a second reconnect", got)
+	}
+}

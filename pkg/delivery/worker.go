@@ -430,7 +430,7 @@ func (w *Worker) launch() time.Time {
 	now := w.now()
 	if rc := w.js.Conn().Stats().Reconnects; rc != w.reconnects {
 		w.reconnects = rc
-		pin := w.pinID()
+		pin := w.pinHeldBefore(rc)
 		w.adm.settleFor(now.Add(ReconnectSettle), settleCause{reconnects: rc, pin: pin})
 		w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending", "for", ReconnectSettle, "pinned", pin != "")
 	}
