@@ -115,6 +115,11 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	}
 	if w.takeoverBounds == nil {
 		w.takeoverBounds = &c
+		// What a takeover decides from, so that a recipient's order can be
+		// traced after the fact: the window its lane checks read and the
+		// counts it ends on.
+		w.log.Info("taking over: checking each recipient's messages a previous worker may hold",
+			"ack_floor", c.floor, "delivered", c.delivered, "unacked", c.pending)
 		w.startClears()
 	}
 	n := w.sched.counts()
@@ -123,6 +128,8 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	if foreign := c.pending - ours; foreign > 0 {
 		return
 	}
+	w.log.Info("takeover over: every unacknowledged message is this worker's",
+		"unacked", c.pending, "ours", ours, "lanes_unchecked", len(w.clearQueue)+w.clearsRunning)
 	w.apply(w.sched.dropStaleParks())
 	w.endQuarantine()
 }
@@ -211,7 +218,7 @@ func (w *Worker) onCleared(c cleared) {
 		return
 	}
 	if len(c.suspects) > 0 {
-		w.log.Debug("waiting for messages a previous worker held", "recipient", c.recipient, "count", len(c.suspects))
+		w.log.Info("waiting for messages a previous worker held", "recipient", c.recipient, "suspects", c.suspects)
 	}
 	now := w.now()
 	w.apply(w.sched.laneCleared(c.recipient, c.suspects, now.Add(w.cfg.AckWait), now))
