@@ -70,7 +70,7 @@ type unservedWatch struct {
 	// probe asks the connected server about JetStream (accountInfo).
 	probe func() error
 	// probeAt asks the server at url the same over a connection of its
-	// own (probeServer); nil: no second opinion.
+	// own (secondOpinion); nil: no second opinion.
 	probeAt func(url string) error
 	// target is where the next reconnect goes (moveTarget).
 	target *moveTarget
