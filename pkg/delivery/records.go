@@ -149,55 +149,12 @@ func (s *store) directGet(stream string) string {
 	return prefix + "DIRECT.GET." + stream
 }
 
-// storedMsg is a stream message read with a direct get.
-type storedMsg struct {
-	subject string
-	seq     uint64
-	header  nats.Header
-	data    []byte
-}
-
-// readNext reads up to max messages of stream on subject, from sequence
-// from on, in one batched direct get; none when there are none. It fails
-// unless the server said the answer was complete.
-func (s *store) readNext(ctx context.Context, stream, subject string, from uint64, max int) ([]storedMsg, error) {
-	req, err := json.Marshal(struct {
-		Seq     uint64 `json:"seq"`
-		NextFor string `json:"next_by_subj"`
-		Batch   int    `json:"batch"`
-	}{from, subject, max})
-	if err != nil {
-		return nil, err
-	}
-	answers, done, err := s.direct.request(s.directGet(stream), req, max+1)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", stream, err)
-	}
-	defer done()
-	var out []storedMsg
-	for {
-		var m *nats.Msg
-		select {
-		case m = <-answers:
-		case <-ctx.Done():
-			return nil, jetstream.Denied(s.js.Conn(), fmt.Errorf("reading %s: %w (%w)", stream, errIncompleteAnswer, ctx.Err()))
-		}
-		if status := m.Header.Get(statusHeader); status != "" {
-			desc := m.Header.Get(descriptionHeader)
-			switch {
-			case status == "204" && desc == "EOB":
-				return out, nil
-			case status == "404" && len(out) == 0:
-				return nil, nil
-			}
-			return nil, fmt.Errorf("reading %s: the server answered %s %s", stream, status, desc)
-		}
-		seq, err := strconv.ParseUint(m.Header.Get(natsjs.SequenceHeader), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: an answer without a valid sequence: %w", stream, err)
-		}
-		out = append(out, storedMsg{subject: m.Header.Get(natsjs.SubjectHeader), seq: seq, header: m.Header, data: m.Data})
-	}
+// nextMsg reads the first message of stream on subject at sequence from or
+// after from the stream's leader, nil when there is none
+// (jetstream.NextMsg: unlike a direct get, never a replica that is
+// behind).
+func (s *store) nextMsg(ctx context.Context, stream, subject string, from uint64) (*jetstream.StoredMsg, error) {
+	return jetstream.NextMsg(ctx, s.js.Conn(), s.js.Options().APIPrefix, stream, subject, from)
 }
 
 // directReader sends requests that are answered with several messages (the

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"slices"
 	"time"
 )
 
@@ -256,62 +255,67 @@ func (w *Worker) holdSuspects(ctx context.Context, c holdCheck) ([]uint64, uint6
 
 // suspects reads the recipient's messages in (floor, delivered] and
 // returns the sequences of those not settled: a previous worker may hold
-// them.
+// them. It reads them from the stream's leader (jetstream.NextMsg), one
+// request per message: a direct get may be answered by a replica that is
+// behind, and a message missing from the read would let the recipient's
+// later one go first.
 func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivered uint64) ([]uint64, error) {
 	if delivered <= floor {
 		return nil, nil
 	}
 	subject := w.names.Subject(w.name, recipient)
 	stream := w.streamOf(w.res.Consumer)
-	var out []uint64
+	var out, seqs []uint64
+	var keys []string
+	// settle adds the unsettled ones of what was read to out, in one
+	// batched read of their records instead of two reads per message.
+	settle := func() error {
+		if len(keys) == 0 {
+			return nil
+		}
+		settled, err := w.store.settledKeys(ctx, keys)
+		if err != nil {
+			return err
+		}
+		for i, k := range keys {
+			if !settled[k] {
+				out = append(out, seqs[i])
+			}
+		}
+		keys, seqs = keys[:0], seqs[:0]
+		return nil
+	}
 	for seq := floor + 1; seq <= delivered; {
-		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		page, err := w.store.readNext(bctx, stream, subject, seq, 256)
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := w.store.nextMsg(gctx, stream, subject, seq)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		if len(page) == 0 {
+		if m == nil || m.Seq > delivered {
 			break
 		}
-		last := false
-		if i := slices.IndexFunc(page, func(m storedMsg) bool { return m.seq > delivered }); i >= 0 {
-			page, last = page[:i], true
+		seq = m.Seq + 1
+		n, _, perr := w.parse(m.Subject, m.Header, m.Data)
+		switch {
+		case perr != nil:
+			// Poison: dead-lettered when it arrives, never sent;
+			// nothing of the recipient waits for it.
+			continue
+		case n.Scheduled(w.now()):
+			// Scheduled: handed back until its not_before, and it
+			// holds back nothing of the recipient.
+			continue
 		}
-		keys := make([]string, len(page))
-		skip := make([]bool, len(page))
-		now := w.now()
-		for i, m := range page {
-			n, _, perr := w.parse(m.subject, m.header, m.data)
-			switch {
-			case perr != nil:
-				// Poison: dead-lettered when it arrives, never sent;
-				// nothing of the recipient waits for it.
-				skip[i] = true
-				continue
-			case n.Scheduled(now):
-				// Scheduled: handed back until its not_before, and it
-				// holds back nothing of the recipient.
-				skip[i] = true
-				continue
-			}
-			keys[i] = n.Key
-		}
-		// One batched read of the page's records, instead of two reads
-		// per message.
-		settled, err := w.store.settledKeys(ctx, keys)
-		if err != nil {
-			return nil, err
-		}
-		for i, m := range page {
-			seq = m.seq + 1
-			if !skip[i] && !settled[keys[i]] {
-				out = append(out, m.seq)
+		keys, seqs = append(keys, n.Key), append(seqs, m.Seq)
+		if len(keys) == maxLookupBatch {
+			if err := settle(); err != nil {
+				return nil, err
 			}
 		}
-		if last {
-			break
-		}
+	}
+	if err := settle(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -251,7 +251,7 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 
 	// A standby telegram worker under the same user takes over when the
 	// active one is killed: the failover's ping, its answer, the unpin and
-	// the takeover's direct get are all allowed; it waits for the intake's
+	// the takeover's reads of NOTIFY are all allowed; it waits for the intake's
 	// lease.
 	standbyAddr := freeAddr(t)
 	standbyArgs := append([]string{"-telegram-api", emuURL, "-http", standbyAddr, "-provision=false", "-log-level", "debug", "-intake", "poll"}, users["telegram-worker"].args(url)...)
@@ -266,6 +266,21 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 	}, "order P5 delivered by the standby telegram worker")
 	if !strings.Contains(readLog(t, standby), "this worker takes over") {
 		t.Errorf("the standby did not unpin the killed worker")
+	}
+
+	// A takeover reads a recipient's messages from NOTIFY's leader; the
+	// kill above need not leave anything unacknowledged for the standby to
+	// read, so every channel's worker user reads once here.
+	for _, channel := range []string{"telegram", "max", "email", "sms"} {
+		var log syncLog
+		nc := users[channel+"-worker"].connect(t, url, &log)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := jetstream.NextMsg(rctx, nc, "", jetstream.StreamNotify, "notify."+channel+".1", 1)
+		cancel()
+		if err != nil {
+			t.Errorf("%s-worker reading NOTIFY from its leader: %v", channel, jetstream.Denied(nc, err))
+		}
+		nc.Close()
 	}
 
 	// The server logs "Publish Violation - Subject ..." and "Subscription

@@ -1,0 +1,75 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// StoredMsg is a message as its stream stores it.
+type StoredMsg struct {
+	Subject string
+	Seq     uint64
+	Header  nats.Header
+	Data    []byte
+}
+
+// codeNoMessageFound is the server's err_code for a get that found no
+// message (JSNoMessageFoundErr).
+const codeNoMessageFound = 10037
+
+// NextMsg returns the first message of stream on subject at sequence from
+// or after, as the stream's leader has it, or nil when there is none.
+// apiPrefix is the JetStream API prefix ("" for $JS.API.).
+//
+// It asks the leader ($JS.API.STREAM.MSG.GET), one message per request,
+// because a direct get (the batched $JS.API.DIRECT.GET) is answered by any
+// replica of a stream that allows them, a replica that is behind too: a
+// node back from a partition or a restart keeps its direct-get
+// subscription while it catches up, and the server routes each request to
+// a random member of the group. Such an answer silently lacks what was
+// stored meanwhile; found by the long cluster chaos run, where a takeover's
+// read missed the message a dead worker held and a recipient's next
+// notification went out first. The leader has every stored message; while
+// there is none (an election), or it cannot be reached, the request fails.
+func NextMsg(ctx context.Context, nc Requester, apiPrefix, stream, subject string, from uint64) (*StoredMsg, error) {
+	if apiPrefix == "" {
+		apiPrefix = natsjs.DefaultAPIPrefix
+	}
+	req, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+	}{from, subject})
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Message struct {
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Header  []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+	}
+	err = APIRequest(ctx, nc, apiPrefix+"STREAM.MSG.GET."+stream, req, &resp)
+	if apiErr := (*APIError)(nil); errors.As(err, &apiErr) && apiErr.Code == codeNoMessageFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := &StoredMsg{Subject: resp.Message.Subject, Seq: resp.Message.Seq, Data: resp.Message.Data}
+	if m.Seq == 0 {
+		return nil, fmt.Errorf("reading %s from its leader: an answer without a message", stream)
+	}
+	if len(resp.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("reading %s from its leader: the headers of message %d: %w", stream, m.Seq, err)
+		}
+	}
+	return m, nil
+}
