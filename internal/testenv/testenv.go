@@ -255,6 +255,9 @@ type WorkerOptions struct {
 	// WrapChats, when set, wraps the worker's notify_chats bucket (to
 	// inject faults into its shared state).
 	WrapChats func(natsjs.KeyValue) natsjs.KeyValue
+	// NoWait makes StartWorker return without waiting for the worker to
+	// be ready (for a worker that cannot load its shared state yet).
+	NoWait bool
 	// WrapAttempts, when set, wraps the worker's notify_attempts bucket
 	// (to inject faults into its attempt and give-up marks).
 	WrapAttempts func(natsjs.KeyValue) natsjs.KeyValue
@@ -338,7 +341,9 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 	rw := &Worker{Worker: w, Registry: reg, Resources: res, cancel: cancel, done: make(chan error, 1)}
 	go func() { rw.done <- w.Run(runCtx) }()
 	e.T.Cleanup(func() { rw.Stop(e.T) })
-	natstest.WaitFor(e.T, 10*time.Second, func() bool { return w.Ready() == nil || w.Stats().TokenRejected }, "worker ready")
+	if !o.NoWait {
+		natstest.WaitFor(e.T, 10*time.Second, func() bool { return w.Ready() == nil || w.Stats().TokenRejected }, "worker ready")
+	}
 	return rw
 }
 

@@ -319,6 +319,51 @@ func TestStandbyThatCannotReadTheConsumerLearnsThePause(t *testing.T) {
 	activeDiesInThePause(t, env, ncA)
 }
 
+// blindWatch cannot watch the bucket while blind is set, as a notify_chats
+// without a leader during a cluster election; watches counts the tries.
+type blindWatch struct {
+	natsjs.KeyValue
+	blind   *atomic.Bool
+	watches *atomic.Int32
+}
+
+func (k blindWatch) Watch(ctx context.Context, keys string, opts ...natsjs.WatchOpt) (natsjs.KeyWatcher, error) {
+	k.watches.Add(1)
+	if k.blind.Load() {
+		return nil, errors.New("nats: JetStream system temporarily unavailable")
+	}
+	return k.KeyValue.Watch(ctx, keys, opts...)
+}
+
+// A standby that starts while the shared state cannot be loaded (an
+// election) hears the 429 pause the active worker broadcasts meanwhile, and
+// after the active worker dies, before it could store the pause, sends
+// nothing inside it. Found by a long cluster chaos run: a worker listened
+// for the broadcasts only once its shared state had loaded, missed one
+// that came 9.6 ms before the broadcaster was killed, and sent two requests
+// inside the pause when it took over.
+func TestStandbyStartingInAnElectionHearsThePause(t *testing.T) {
+	t.Parallel()
+	env, ncA, a, o := unpausableActive(t, "")
+	var blind atomic.Bool
+	var watches atomic.Int32
+	blind.Store(true)
+	o.WrapChats = func(kv natsjs.KeyValue) natsjs.KeyValue {
+		return blindWatch{KeyValue: kv, blind: &blind, watches: &watches}
+	}
+	o.NoWait = true
+	b := env.StartWorker(o)
+	// The watcher tries again every second: two tries, and the standby
+	// has long subscribed to everything it subscribes to before loading.
+	natstest.WaitFor(t, 10*time.Second, func() bool { return watches.Load() >= 2 }, "the standby trying to load its shared state")
+	announcePause(t, env, a)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return b.Stats().PausedUntil != nil },
+		"the standby, whose shared state is not loaded, learning the pause")
+	blind.Store(false)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return b.Ready() == nil }, "the standby ready")
+	activeDiesInThePause(t, env, ncA)
+}
+
 // The active worker hits a 429, cannot write the pause to the shared state,
 // and dies with no standby running; the worker started in its place with
 // the same pause file sends nothing inside the pause, and stores it for the

@@ -315,21 +315,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	var bgWG sync.WaitGroup
 	defer func() { stopBG(); bgWG.Wait(); w.store.direct.close() }()
 
+	// The other workers' 429 pauses are heard from the start, before the
+	// shared state has loaded: that takes seconds in an election, and a
+	// pause broadcast meanwhile by a worker that is then killed, before it
+	// could store it, is known nowhere else (found by a long cluster chaos
+	// run: a worker started in an election missed such a broadcast and sent
+	// two requests inside the pause once it took over).
+	pauses, err := w.hearPauses()
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", w.names.PauseSubject(w.name), err)
+	}
 	ready := make(chan struct{})
 	bgWG.Go(func() { w.store.state.watch(bg, ready) })
 	select {
 	case <-ready:
 	case <-ctx.Done():
+		_ = pauses.Unsubscribe()
 		return nil
 	}
 	live, err := w.answerLiveness()
 	if err != nil {
+		_ = pauses.Unsubscribe()
 		return fmt.Errorf("answering on %s: %w", w.liveSubject(w.id), err)
-	}
-	pauses, err := w.hearPauses()
-	if err != nil {
-		_ = live.Unsubscribe()
-		return fmt.Errorf("listening on %s: %w", w.names.PauseSubject(w.name), err)
 	}
 	bgWG.Go(func() { w.store.lookups.run(bg) })
 	// Whether the streams take atomic batches is read in the background:
