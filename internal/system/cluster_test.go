@@ -235,11 +235,8 @@ func noRouteToTheAdvertisedAddress(t *testing.T, c *system.Cluster) {
 
 // A daemon's connection to a node that is cut off from the other two, its
 // clients' side working (they still get their pings answered), moves to
-// another node once JetStream does not answer there but does on another
-// node, asked over a connection of its own (the unserved watch's second
-// opinion). It used to stay, stalled, until the partition healed, then
-// until LeaveUnservedAfter (15 s by default) had passed; that wait is set
-// to ten minutes here, so only the second opinion can move it in time.
+// another node once JetStream has not answered there for
+// LeaveUnservedAfter. It used to stay, stalled, until the partition healed.
 //
 // It waits in two steps, so that a failure says which one failed: the
 // connection leaving the cut node (what the daemon does), then JetStream
@@ -251,7 +248,7 @@ func TestConnectionLeavesACutOffNode(t *testing.T) {
 	c, _ := clusterSetup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	nc, err := jetstream.Connect(ctx, jetstream.Options{URLs: c.URLs(), LeaveUnservedAfter: 10 * time.Minute}, testenv.Logger(t))
+	nc, err := jetstream.Connect(ctx, jetstream.Options{URLs: c.URLs(), LeaveUnservedAfter: 3 * time.Second}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,9 +281,8 @@ func TestConnectionLeavesACutOffNode(t *testing.T) {
 			}
 		}
 	})
-	// A follower's requests time out at once, a cut meta leader answers
-	// for 10 s more (until it steps down); the others elect a meta leader
-	// in 4-9 s; the watch asks them 3 s after its first failed request.
+	// The node learns it has no meta leader after an election timeout
+	// (4-9 s; 10 s more if it was the leader), then 3 s.
 	elsewhere := func() bool { return nc.IsConnected() && nc.ConnectedUrl() != c.URL(cut) }
 	natstest.WaitFor(t, 90*time.Second, elsewhere, "the connection to leave the cut node")
 	natstest.WaitFor(t, 90*time.Second, func() bool {

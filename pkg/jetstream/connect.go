@@ -93,41 +93,33 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 			logger.Warn("NATS asynchronous error", attrs...)
 		}),
 	}
-	// The credentials, TLS settings and reply subjects, shared by the
-	// connection and the unserved watch's second opinions.
-	var security []nats.Option
 	switch {
 	case opts.CredsFile != "":
-		security = append(security, nats.UserCredentials(opts.CredsFile))
+		natsOpts = append(natsOpts, nats.UserCredentials(opts.CredsFile))
 	case opts.NKeyFile != "":
 		o, err := nats.NkeyOptionFromSeed(opts.NKeyFile)
 		if err != nil {
 			// nats.go's error names the file and never the seed.
 			return nil, fmt.Errorf("connecting to NATS: -%s: %w", FlagNKey, err)
 		}
-		security = append(security, o)
+		natsOpts = append(natsOpts, o)
 	case opts.User != "":
-		security = append(security, nats.UserInfo(opts.User, opts.Password))
+		natsOpts = append(natsOpts, nats.UserInfo(opts.User, opts.Password))
 	case opts.Token != "":
-		security = append(security, nats.Token(opts.Token))
+		natsOpts = append(natsOpts, nats.Token(opts.Token))
 	}
 	if opts.TLSCA != "" {
-		security = append(security, nats.RootCAs(opts.TLSCA))
+		natsOpts = append(natsOpts, nats.RootCAs(opts.TLSCA))
 	}
 	if opts.TLSCert != "" {
-		security = append(security, nats.ClientCert(opts.TLSCert, opts.TLSKey))
+		natsOpts = append(natsOpts, nats.ClientCert(opts.TLSCert, opts.TLSKey))
 	}
 	if opts.TLSFirst {
-		security = append(security, nats.TLSHandshakeFirst())
+		natsOpts = append(natsOpts, nats.TLSHandshakeFirst())
 	}
 	if opts.InboxPrefix != "" {
-		security = append(security, nats.CustomInboxPrefix(opts.InboxPrefix))
+		natsOpts = append(natsOpts, nats.CustomInboxPrefix(opts.InboxPrefix))
 	}
-	target := &moveTarget{}
-	natsOpts = append(natsOpts, nats.ReconnectToServer(target.pick))
-	natsOpts = append(natsOpts, security...)
-	probeAt := secondOpinion(splitURLs(urls), append([]nats.Option{nats.Name(opts.Name),
-		nats.Timeout(unservedProbe), nats.NoReconnect()}, security...))
 
 	nc, err := nats.Connect(urls, natsOpts...)
 	if err != nil {
@@ -141,7 +133,7 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 		nc.Close()
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", shown, err)
 	}
-	go newUnservedWatch(nc, js, logger, opts.LeaveUnservedAfter, probeAt, target).run(closed)
+	go newUnservedWatch(nc, js, logger, opts.LeaveUnservedAfter).run(closed)
 	return nc, nil
 }
 

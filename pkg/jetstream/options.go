@@ -109,9 +109,7 @@ type Options struct {
 	// LeaveUnservedAfter is how long the connected server may fail to
 	// serve JetStream (no meta leader there: a node cut off from its
 	// cluster) before the connection moves to another server of its list
-	// when no other server can vouch for the cluster (unserved.go: a
-	// server that answers, asked after 3 s, moves it at once). Default
-	// 15s.
+	// (unserved.go). Default 15s.
 	LeaveUnservedAfter time.Duration
 }
 

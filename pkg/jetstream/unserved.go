@@ -19,23 +19,13 @@ import (
 // So Connect watches what the connected server says of JetStream: once a
 // second it asks for the account's JetStream info, which only the meta
 // leader answers, and which a node without one answers at once with "JetStream
-// system temporarily unavailable" (a node that still believes in a leader
-// it cannot reach lets the request time out). Either way the connection
-// moves to another server of its list:
-//
-//   - at once, when the request has failed for askOthersAfter and another
-//     server, asked the same question over a short connection of its own,
-//     answers it (a second opinion), while this one still does not: the
-//     cluster serves, only not here. The connection goes to the server
-//     that answered. In an election every node fails alike, so nobody
-//     moves;
-//   - otherwise when it has failed for Options.LeaveUnservedAfter without a
-//     break (longer than an election: a meta leader's election takes 4-9
-//     s, and a cut-off node that was the meta leader steps down only after
-//     10 s without quorum), for when no other server can be asked (one URL,
-//     or none reachable from here). If the next one does not serve either
-//     (the whole cluster lost its quorum), the wait before the next move
-//     doubles, up to maxUnservedHoldOff.
+// system temporarily unavailable". When that request has failed for
+// Options.LeaveUnservedAfter without a break (longer than an election: a
+// meta leader's election takes 4-9 s, and a cut-off node that was the meta
+// leader steps down only after 10 s without quorum), the connection
+// reconnects to another server of its list. If the next one does not
+// serve either (the whole cluster lost its quorum), the wait before the
+// next move doubles, up to maxUnservedHoldOff.
 
 // jsClusterNotAvailable is nats-server's error code for a request to a node
 // that knows no JetStream meta leader.
@@ -45,11 +35,6 @@ const jsClusterNotAvailable natsjs.ErrorCode = 10008
 const (
 	unservedProbe      = time.Second
 	maxUnservedHoldOff = 2 * time.Minute
-	// askOthersAfter is how long the connected server fails before the
-	// others are asked, and how often they are asked again while it does.
-	// Three failed requests in a row: one lost or slow answer on a busy
-	// node does not move anybody.
-	askOthersAfter = 3 * time.Second
 )
 
 // watchedConn is what the watch reads of the connection (*nats.Conn).
@@ -69,26 +54,18 @@ type unservedWatch struct {
 	after time.Duration
 	// probe asks the connected server about JetStream (accountInfo).
 	probe func() error
-	// probeAt asks the server at url the same over a connection of its
-	// own (secondOpinion); nil: no second opinion.
-	probeAt func(url string) error
-	// target is where the next reconnect goes (moveTarget).
-	target *moveTarget
 }
 
-// newUnservedWatch watches nc, which js uses; probeAt and target give the
-// second opinion (nil: only the long wait).
-func newUnservedWatch(nc *nats.Conn, js natsjs.JetStream, log *slog.Logger, after time.Duration,
-	probeAt func(string) error, target *moveTarget) *unservedWatch {
-	return &unservedWatch{nc: nc, log: log, after: after, probe: func() error { return accountInfo(js) },
-		probeAt: probeAt, target: target}
+// newUnservedWatch watches nc, which js uses.
+func newUnservedWatch(nc *nats.Conn, js natsjs.JetStream, log *slog.Logger, after time.Duration) *unservedWatch {
+	return &unservedWatch{nc: nc, log: log, after: after, probe: func() error { return accountInfo(js) }}
 }
 
 // run probes every unservedProbe until closed is closed.
 func (w *unservedWatch) run(closed <-chan struct{}) {
 	t := time.NewTicker(unservedProbe)
 	defer t.Stop()
-	var since, asked time.Time
+	var since time.Time
 	var server string
 	holdOff := w.after
 	for {
@@ -115,27 +92,10 @@ func (w *unservedWatch) run(closed <-chan struct{}) {
 		}
 		now := time.Now()
 		if since.IsZero() || url != server {
-			since, server, asked = now, url, time.Time{}
+			since, server = now, url
 			continue
 		}
-		if len(w.nc.Servers()) < 2 {
-			continue
-		}
-		if now.Sub(since) >= askOthersAfter && now.Sub(asked) >= askOthersAfter {
-			asked = now
-			if other := w.servedElsewhere(url); other != "" {
-				w.log.Warn("JetStream does not answer on this NATS server but does on another (this one is cut off from its cluster?): moving there",
-					"server", RedactURL(url), "to", RedactURL(other), "for", time.Since(since).Round(time.Second), "err", err)
-				w.target.set(other)
-				if err := w.nc.ForceReconnect(); err != nil {
-					w.target.set("")
-					w.log.Warn("cannot move to another NATS server", "err", err)
-				}
-				since = time.Time{}
-				continue
-			}
-		}
-		if now.Sub(since) < holdOff {
+		if now.Sub(since) < holdOff || len(w.nc.Servers()) < 2 {
 			continue
 		}
 		w.log.Warn("JetStream has not answered on this NATS server for a while (the server is cut off from its cluster?): moving to another",
@@ -145,28 +105,6 @@ func (w *unservedWatch) run(closed <-chan struct{}) {
 		}
 		since, holdOff = time.Time{}, min(holdOff*2, maxUnservedHoldOff)
 	}
-}
-
-// servedElsewhere asks the other servers of the connection's list, one at
-// a time, and returns the first that serves JetStream, provided the
-// connected one (url) still does not when asked again: at the end of an
-// election every node starts serving within moments of the others, and a
-// move then would only cost a reconnect. "" when none does, or without a
-// way to ask.
-func (w *unservedWatch) servedElsewhere(url string) string {
-	if w.probeAt == nil {
-		return ""
-	}
-	for _, other := range w.nc.Servers() {
-		if sameServer(other, url) || w.probeAt(other) != nil {
-			continue
-		}
-		if err := w.probe(); !unserved(err) || w.nc.ConnectedUrl() != url {
-			return ""
-		}
-		return other
-	}
-	return ""
 }
 
 // infoSubject is the request accountInfo makes.
