@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -67,7 +68,7 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 	}
 	until := now.Add(w.cfg.AckWait + w.parkGrace())
 	w.sched.startTakeover(until, now)
-	w.takeoverBounds = nil
+	w.takeoverBounds, w.takeoverDoubted = nil, false
 	ctx, cancel := context.WithCancel(w.sendCtx)
 	w.stopCheck = cancel
 	w.m.takeovers.Inc()
@@ -123,8 +124,13 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 		// chaos run on 5b7773a (0 unacknowledged while the worker held 28):
 		// the takeover ended on it, and two chats' new messages went out
 		// before the ones a killed worker had held (bug 50). The next
-		// reading decides.
-		w.log.Info("a reading of the consumer cannot be right (a leader just elected?); waiting for the next",
+		// reading decides. Readings come every 50 ms: the first of a
+		// takeover is logged at info, the rest at debug.
+		level := slog.LevelDebug
+		if !w.takeoverDoubted {
+			w.takeoverDoubted, level = true, slog.LevelInfo
+		}
+		w.log.Log(context.Background(), level, "a reading of the consumer cannot be right (a leader just elected?); waiting for the next",
 			"ack_floor", c.floor, "delivered", c.delivered, "unacked", c.pending, "ours", ours)
 		return
 	}

@@ -105,9 +105,12 @@ type Worker struct {
 	// clearQueue the lanes waiting for a check, clearsRunning the checks
 	// running (takeover.go).
 	takeoverBounds *ackCount
-	clearQueue     []string
-	verifyQueue    []holdCheck
-	clearsRunning  int
+	// takeoverDoubted: this takeover has logged a reading it ignored
+	// (onTakeoverCheck); later ones are logged at debug.
+	takeoverDoubted bool
+	clearQueue      []string
+	verifyQueue     []holdCheck
+	clearsRunning   int
 	// clearsRetryAt holds back the queued checks after one failed
 	// (JetStream did not answer: an election), clearsBackoff is how long
 	// the next failure holds them back.
