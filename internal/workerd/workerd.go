@@ -187,7 +187,7 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	}
 	name := spec.Channel + "-worker"
 	log = log.With("daemon", name)
-	log.Info("configuration", s.config.LogAttr())
+	log.Info("configuration", "pid", os.Getpid(), s.config.LogAttr())
 	ch, err := spec.Build(log, getenv)
 	if err != nil {
 		var ce *config.Error

@@ -65,6 +65,11 @@ type admission struct {
 	open int
 	// admitted counts every request admitted so far.
 	admitted uint64
+	// inFlight are the tickets admitted and not settled, and settled the
+	// latest ones settled: pauseFor names the recipients of the requests
+	// that may cross a 429 (crossing.go).
+	inFlight map[*ticket]struct{}
+	settled  settledTickets
 	// answers are the requests whose answer has begun to arrive and whose
 	// outcome is not settled yet (answers.go).
 	answers answers
@@ -146,6 +151,8 @@ type ticket struct {
 	a       *admission
 	done    func(error)
 	settled bool
+	// recipient is whom the request is for, as the provider knows them.
+	recipient string
 	// answer is the ticket's number among answers begun (answers.go),
 	// zero until its answer begins to arrive; closed is set when it is
 	// settled. Both are guarded by a.mu.
@@ -156,12 +163,15 @@ type ticket struct {
 	// admission's count of requests admitted then.
 	openAtAnswer     int
 	admittedAtAnswer uint64
+	// settledAtAdmit is the admission's count of tickets settled when this
+	// one was admitted.
+	settledAtAdmit uint64
 }
 
 // admit decides, as the request is about to be written, whether it may be:
 // every rule is checked again under the lock that pause takes. It returns a
 // ticket to settle with the attempt's outcome, or a *NotAdmittedError.
-func (a *admission) admit(now time.Time) (*ticket, error) {
+func (a *admission) admit(now time.Time, recipient string) (*ticket, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if why, until, blocked := a.blockedLocked(now); blocked {
@@ -177,7 +187,12 @@ func (a *admission) admit(now time.Time) (*ticket, error) {
 	}
 	a.open++
 	a.admitted++
-	return &ticket{a: a, done: done}, nil
+	t := &ticket{a: a, done: done, recipient: recipient, settledAtAdmit: a.settled.n}
+	if a.inFlight == nil {
+		a.inFlight = make(map[*ticket]struct{})
+	}
+	a.inFlight[t] = struct{}{}
+	return t, nil
 }
 
 // settle reports the outcome of the ticket's request to the breaker and
@@ -198,30 +213,48 @@ func (t *ticket) settle(o Outcome) {
 	t.a.mu.Lock()
 	t.a.open--
 	t.a.answers.settledLocked(t)
+	delete(t.a.inFlight, t)
+	t.a.settled.add(t.recipient)
 	t.a.mu.Unlock()
 }
 
 // pauseFor starts a pause (or extends the current one) announced by the
-// answer to t's request, and returns how many other requests may reach the
-// provider inside it: those admitted before the answer was read and not
+// answer to t's request, and says which other requests may reach the
+// provider inside it (t may be nil).
+//
+// Its count is of those admitted before the answer was read and not
 // settled then. The answer was read when its first byte came (answers.go)
 // when t had that reported; otherwise now. Requests admitted after the
 // first byte count too, settled or not: they were admitted before the
 // pause, because a request waits at most answerWaitMax for the answers
 // already begun (docs/WORKER.md: a CI run saw the provider decide a request
-// inside a pause that the count missed). t's own request is not counted; t
-// may be nil.
-func (a *admission) pauseFor(p pause, t *ticket) (crossing int) {
+// inside a pause that the count missed).
+//
+// Its recipients are wider: every request in flight at some moment
+// between t's admission and now, including those settled before t's
+// answer was read. The provider may have decided one of those after it
+// wrote the 429 while the 429 waited unread in its socket; one settled
+// before t was admitted was decided before t's request even left.
+func (a *admission) pauseFor(p pause, t *ticket) crossing {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p.Until.After(a.pause.Until) {
 		a.pause = p
 	}
-	crossing = max(a.open-1, 0)
-	if t != nil && t.answer != 0 {
-		crossing = max(crossing, t.openAtAnswer+int(a.admitted-t.admittedAtAnswer))
+	var c crossing
+	c.count = max(a.open-1, 0)
+	for o := range a.inFlight {
+		if o != t {
+			c.recipients = append(c.recipients, o.recipient)
+		}
 	}
-	return crossing
+	if t != nil {
+		if t.answer != 0 {
+			c.count = max(c.count, t.openAtAnswer+int(a.admitted-t.admittedAtAnswer))
+		}
+		c.recipients = a.settled.since(t.settledAtAdmit, c.recipients)
+	}
+	return c
 }
 
 // sharedPause applies a pause another worker wrote to the shared state.

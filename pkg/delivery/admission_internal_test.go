@@ -2,6 +2,9 @@ package delivery
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,7 +31,7 @@ func TestAdmissionNothingStartsAfterA429WasRead(t *testing.T) {
 				<-start
 				for range 200 {
 					wasPaused := paused.Load()
-					tk, err := a.admit(now)
+					tk, err := a.admit(now, "")
 					if err == nil {
 						if wasPaused {
 							violations.Add(1)
@@ -43,12 +46,12 @@ func TestAdmissionNothingStartsAfterA429WasRead(t *testing.T) {
 		var crossing int
 		wg.Go(func() {
 			<-start
-			tk, err := a.admit(now)
+			tk, err := a.admit(now, "")
 			if err != nil {
 				t.Errorf("round %d: the 429's own request was not admitted: %v", round, err)
 				return
 			}
-			crossing = a.pauseFor(pause{Until: now.Add(time.Hour), Reason: "429"}, tk)
+			crossing = a.pauseFor(pause{Until: now.Add(time.Hour), Reason: "429"}, tk).count
 			paused.Store(true)
 			tk.settle(Outcome{Kind: RetryAfter})
 		})
@@ -61,27 +64,30 @@ func TestAdmissionNothingStartsAfterA429WasRead(t *testing.T) {
 			t.Fatalf("round %d: %d requests crossing the 429, want at most the 8 other senders", round, crossing)
 		}
 		var na *NotAdmittedError
-		if _, err := a.admit(now); !errors.As(err, &na) || !na.Until.Equal(now.Add(time.Hour)) || na.Reason != "paused" {
+		if _, err := a.admit(now, ""); !errors.As(err, &na) || !na.Until.Equal(now.Add(time.Hour)) || na.Reason != "paused" {
 			t.Fatalf("round %d: admit during the pause = %v, want a NotAdmittedError until the pause's end", round, err)
 		}
 	}
 }
 
-// pauseFor counts the other requests admitted and not answered yet.
+// pauseFor counts the other requests admitted and not answered yet, and
+// names the recipients of every request in flight while the 429's own was.
 func TestAdmissionCountsCrossingRequests(t *testing.T) {
 	a := newAdmission("test", 1000, time.Minute, nil)
 	now := time.Now()
 	var tickets []*ticket
-	for range 4 {
-		tk, err := a.admit(now)
+	for i := range 4 {
+		tk, err := a.admit(now, fmt.Sprintf("chat%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		tickets = append(tickets, tk)
 	}
-	tickets[3].settle(Outcome{Kind: Delivered}) // answered before the 429
-	if got := a.pauseFor(pause{Until: now.Add(time.Second)}, tickets[0]); got != 2 {
-		t.Fatalf("crossing = %d, want 2 (four admitted, one answered, one is the 429 itself)", got)
+	// Answered before the 429 was read: not counted, but named, since the
+	// provider may have decided it after it wrote the 429.
+	tickets[3].settle(Outcome{Kind: Delivered})
+	if got := a.pauseFor(pause{Until: now.Add(time.Second)}, tickets[0]); got.count != 2 || !sameRecipients(got.recipients, "chat1", "chat2", "chat3") {
+		t.Fatalf("crossing = %d %q, want 2 and chat1,chat2,chat3 (four admitted, one answered, one is the 429 itself)", got.count, got.recipients)
 	}
 	if ok, until, why := a.gate(now, 0); ok || !until.Equal(now.Add(time.Second)) || why != "paused" {
 		t.Fatalf("gate during the pause = %v, %v, %q", ok, until, why)
@@ -89,7 +95,7 @@ func TestAdmissionCountsCrossingRequests(t *testing.T) {
 	if ok, _, _ := a.gate(now.Add(time.Second), 0); !ok {
 		t.Fatal("gate refused after the pause ended")
 	}
-	later, err := a.admit(now.Add(time.Second))
+	later, err := a.admit(now.Add(time.Second), "later")
 	if err != nil {
 		t.Fatalf("admit after the pause ended: %v", err)
 	}
@@ -103,13 +109,41 @@ func TestAdmissionCountsCrossingRequests(t *testing.T) {
 	// Admitted after the first byte (its wait for the answers begun
 	// before it timed out) and answered before the 429 was classified:
 	// it may have reached the provider inside the pause too.
-	after, err := a.admit(now.Add(time.Second))
+	after, err := a.admit(now.Add(time.Second), "after")
 	if err != nil {
 		t.Fatalf("admit while the 429 is being read: %v", err)
 	}
 	after.settle(Outcome{Kind: Delivered})
-	if got := a.pauseFor(pause{Until: now.Add(3 * time.Second)}, later); got != 4 {
-		t.Fatalf("crossing = %d, want 4 (the three others open when the answer began, one admitted after)", got)
+	if got := a.pauseFor(pause{Until: now.Add(3 * time.Second)}, later); got.count != 4 || !sameRecipients(got.recipients, "chat0", "chat1", "chat2", "after") {
+		t.Fatalf("crossing = %d %q, want 4 and chat0,chat1,chat2,after (the three others open when the answer began, one admitted after; not chat3, answered before the 429's request was admitted)", got.count, got.recipients)
+	}
+}
+
+// sameRecipients reports whether got holds want's recipients, in any order.
+func sameRecipients(got []string, want ...string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want)))
+}
+
+// The admission remembers the latest settledMemory settled requests, in
+// the order they were settled, across the ring's wrap.
+func TestSettledTicketsSince(t *testing.T) {
+	var s settledTickets
+	if got := s.since(0, nil); len(got) != 0 {
+		t.Fatalf("since(0) of none settled = %q", got)
+	}
+	for i := 1; i <= 3*settledMemory+5; i++ {
+		s.add(strconv.Itoa(i))
+		for _, n := range []uint64{0, s.n - 1, s.n, s.n - min(s.n, 10)} {
+			got := s.since(n, nil)
+			from := max(n+1, s.n+1-min(s.n, settledMemory))
+			var want []string
+			for k := from; k <= s.n; k++ {
+				want = append(want, strconv.FormatUint(k, 10))
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("after %d settled, since(%d) = %q, want %q", s.n, n, got, want)
+			}
+		}
 	}
 }
 
@@ -131,7 +165,7 @@ func TestAdmissionRules(t *testing.T) {
 			if ok, _, why := a.gate(now, 0); ok || why != tc.want {
 				t.Fatalf("gate = %v %q, want refused with %q", ok, why, tc.want)
 			}
-			if _, err := a.admit(now); err == nil {
+			if _, err := a.admit(now, ""); err == nil {
 				t.Fatal("admitted while blocked")
 			}
 			if tc.clear != nil {
@@ -139,7 +173,7 @@ func TestAdmissionRules(t *testing.T) {
 			} else {
 				now = now.Add(time.Second)
 			}
-			if _, err := a.admit(now); err != nil {
+			if _, err := a.admit(now, ""); err != nil {
 				t.Fatalf("admit after the rule ended: %v", err)
 			}
 		})
@@ -202,7 +236,7 @@ func TestAdmissionBreaker(t *testing.T) {
 	})
 	now := time.Now()
 	for range 3 {
-		tk, err := a.admit(now)
+		tk, err := a.admit(now, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +245,7 @@ func TestAdmissionBreaker(t *testing.T) {
 	if ok, retryAt, why := a.gate(now, 0); ok || why != "breaker open" || retryAt.IsZero() {
 		t.Fatalf("gate after 3 failures = %v %v %q, want the breaker open with a time to look again", ok, retryAt, why)
 	}
-	if _, err := a.admit(now); err == nil {
+	if _, err := a.admit(now, ""); err == nil {
 		t.Fatal("admitted with the breaker open")
 	}
 	// Canceled and not-sent attempts say nothing about the provider.
@@ -225,11 +259,11 @@ func TestAdmissionBreaker(t *testing.T) {
 	if ok, _, why := a.gate(now, 1); ok || why != "breaker probing" {
 		t.Fatalf("gate while a probe is in flight = %v %q, want one probe at a time", ok, why)
 	}
-	probe, err := a.admit(now)
+	probe, err := a.admit(now, "")
 	if err != nil {
 		t.Fatalf("the probe was not admitted: %v", err)
 	}
-	if _, err := a.admit(now); err == nil {
+	if _, err := a.admit(now, ""); err == nil {
 		t.Fatal("a second request admitted beside the half-open probe")
 	}
 	probe.settle(Outcome{Kind: RecipientDead}) // a healthy answer closes it
@@ -258,14 +292,14 @@ func TestAdmissionNothingWhileDisconnected(t *testing.T) {
 		t.Fatalf("gate while disconnected = %v, %v, %q; want refused with a time to look again", ok, retryAt, reason)
 	}
 	var na *NotAdmittedError
-	if _, err := a.admit(now); !errors.As(err, &na) || na.Reason != "not connected to NATS" {
+	if _, err := a.admit(now, ""); !errors.As(err, &na) || na.Reason != "not connected to NATS" {
 		t.Fatalf("admit while disconnected = %v, want a NotAdmittedError saying why", err)
 	}
 	up.Store(true)
 	if ok, _, reason := a.gate(now, 0); !ok {
 		t.Fatalf("gate when connected refused: %s", reason)
 	}
-	tk, err := a.admit(now)
+	tk, err := a.admit(now, "")
 	if err != nil {
 		t.Fatalf("admit when connected: %v", err)
 	}

@@ -96,7 +96,7 @@ func TestAnswerWaitIsBounded(t *testing.T) {
 		}
 		admit := func() *ticket {
 			t.Helper()
-			tk, err := a.admit(time.Now())
+			tk, err := a.admit(time.Now(), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func TestAnswerWaitIsBounded(t *testing.T) {
 			t.Fatalf("after late and repeated notices: %v, want none pending", got)
 		}
 		var na *NotAdmittedError
-		if _, err := a.admit(time.Now()); errors.As(err, &na) {
+		if _, err := a.admit(time.Now(), ""); errors.As(err, &na) {
 			t.Fatalf("admit: %v", err)
 		}
 	})

@@ -142,13 +142,13 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 			crossing := w.adm.pauseFor(p, t)
 			w.broadcastPause(p)
 			w.degrade.rateLimited(end)
-			w.m.crossing.Add(float64(crossing))
-			w.stats.crossing.Add(int64(crossing))
+			w.m.crossing.Add(float64(crossing.count))
+			w.stats.crossing.Add(int64(crossing.count))
 			t.settle(o)
 			w.m.rateLimited.Inc()
 			w.stats.limited.Add(1)
 			w.log.Warn("rate limit hit: pausing every request", "retry_after", o.Delay, "recipient", target, "key", j.n.Key,
-				"crossing", crossing)
+				"crossing", crossing.count, "in_flight_with", crossing.String())
 			return result{job: j, disp: retryLater, delay: o.Delay, at: end, called: true, pause: &p}
 		}
 		t.settle(o)
@@ -339,7 +339,7 @@ func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o
 		if waited := w.adm.awaitAnswers(); waited != answersNone && w.m != nil {
 			w.m.answerWaits.WithLabelValues(waited.String()).Inc()
 		}
-		tk, err := w.adm.admit(w.now())
+		tk, err := w.adm.admit(w.now(), target)
 		if err != nil {
 			refused, _ = err.(*NotAdmittedError)
 			return err
@@ -371,7 +371,7 @@ func (w *Worker) send(ctx context.Context, j *job, target string, number int) (o
 			// Failed before the request could be written (a dial, TLS or
 			// login failure): admitted now, so that the breaker counts it
 			// like any other transient failure.
-			if tk, err := w.adm.admit(end); err == nil {
+			if tk, err := w.adm.admit(end, target); err == nil {
 				t = tk
 			}
 		case Delivered, RetryAfter, Rejected, RecipientDead, Redirect:

@@ -2,6 +2,9 @@ package chaos
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -553,6 +556,101 @@ func TestEvaluatePauseAnnouncedToAKilledWorker(t *testing.T) {
 		if r := inPause(w, tt.kill, tt.count); !pauseFailed(r) {
 			t.Errorf("%s: the pause check passed", name)
 		}
+	}
+}
+
+// A request inside a pause is explained when the worker that sent it read
+// the 429 and its log names the request's chat among those it had
+// admitted before: it crossed the 429 on the wire, however late it
+// arrived. Anything else about it fails the check.
+func TestEvaluatePauseCrossedByAnAdmittedRequest(t *testing.T) {
+	const pid = 4242
+	inPause := func(w *world, sender int, crossings ...CrossingRecord) Result {
+		w.order("A1", 2_000_001)
+		w.deliver("A1", 2_000_001, 100, false)
+		w.o.Crossings = crossings
+		w.o.Emulator.SentInAnyPause = 1
+		w.o.Emulator.SentInPauseRequests = []emulator.SentInPause{{
+			ChatID: 2_000_002, Arrived: w.at(1110), PauseLeft: 2 * time.Second, UserAgent: telegram.UserAgent(sender),
+			Openers: []emulator.PauseOpener{{ChatID: 2_000_001, Arrived: w.at(1000), Answered: w.at(1100), UserAgent: telegram.UserAgent(pid)}},
+		}}
+		return Evaluate(w.o)
+	}
+	pauseFailed := func(r Result) bool {
+		return slices.ContainsFunc(failed(r), func(f string) bool { return strings.Contains(f, "inside an announced 429 pause") })
+	}
+	logged := func(p int, at time.Time, recipient string, crossed ...string) CrossingRecord {
+		return CrossingRecord{Process: workerName(0), Pid: p, At: at, Recipient: recipient, Crossed: crossed}
+	}
+
+	w := newWorld(t)
+	r := inPause(w, pid, logged(pid, w.at(1105), "2000001", "2000007", "2000002"))
+	if pauseFailed(r) || r.Figures.SentInPauseCrossed != 1 || r.Figures.SentInPauseToDeadSender != 0 {
+		t.Errorf("admitted before the 429 was read: failed %v, crossed %d; want passed, 1", failed(r), r.Figures.SentInPauseCrossed)
+	}
+	// An earlier 429 of the same chat says nothing about this one.
+	w = newWorld(t)
+	if r := inPause(w, pid, logged(pid, w.at(400), "2000001", "2000002"), logged(pid, w.at(1105), "2000001", "2000007")); !pauseFailed(r) {
+		t.Error("named by an earlier 429 only: the pause check passed")
+	}
+	for name, tt := range map[string]struct {
+		sender int
+		logged CrossingRecord
+	}{
+		"not named":                          {pid, CrossingRecord{Process: workerName(0), Pid: pid, At: time.Time{}, Recipient: "2000001", Crossed: []string{"2000007"}}},
+		"named by another process":           {pid, CrossingRecord{Process: workerName(0), Pid: pid + 1, Recipient: "2000001", Crossed: []string{"2000002"}}},
+		"named for another chat's 429":       {pid, CrossingRecord{Process: workerName(0), Pid: pid, Recipient: "2000009", Crossed: []string{"2000002"}}},
+		"sent by a worker that did not read": {pid + 1, CrossingRecord{Process: workerName(1), Pid: pid, Recipient: "2000001", Crossed: []string{"2000002"}}},
+		"nothing logged":                     {pid, CrossingRecord{}},
+	} {
+		w := newWorld(t)
+		if tt.logged.At.IsZero() {
+			tt.logged.At = w.at(1105)
+		}
+		if r := inPause(w, tt.sender, tt.logged); !pauseFailed(r) {
+			t.Errorf("%s: the pause check passed", name)
+		}
+	}
+}
+
+// readCrossings reads each worker process's 429s from the logs, with the
+// pid of the configuration line before them; it skips a line it cannot
+// read unless it is one of those it needs, and fails on that.
+func TestReadCrossings(t *testing.T) {
+	dir := t.TempDir()
+	log := `--- procs 2026-12-04T21:22:34.319060929Z: starting /work/main/bin/telegram-worker -nats x
+time=2026-12-04T21:22:34.347Z level=INFO msg=configuration daemon=telegram-worker pid=101 settings.http="127.0.0.1:35193 (flag)"
+time=2026-12-04T21:22:39.000Z level=INFO msg="a line cut short by a SIGK
+time=2026-12-04T21:22:40.100Z level=WARN msg="rate limit hit: pausing every request" daemon=telegram-worker retry_after=3s recipient=2002860 key=order:S1:accepted crossing=0 in_flight_with=""
+--- procs 2026-12-04T21:23:00.000000000Z: starting /work/main/bin/telegram-worker -nats x
+time=2026-12-04T21:23:00.050Z level=INFO msg=configuration daemon=telegram-worker pid=202 settings.http="127.0.0.1:35193 (flag)"
+time=2026-12-04T21:23:49.276Z level=WARN msg="rate limit hit: pausing every request" daemon=telegram-worker retry_after=1s recipient=2001529 key="order:S \"2\":accepted" crossing=1 in_flight_with=2000280,2000350
+`
+	if err := os.WriteFile(filepath.Join(dir, "worker-2.log"), []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "publisher.log"), []byte("time=x msg=\"unrelated\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readCrossings(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []CrossingRecord{
+		{Process: "worker-2", Pid: 101, At: time.Date(2026, 12, 4, 21, 22, 40, 100e6, time.UTC), Recipient: "2002860"},
+		{Process: "worker-2", Pid: 202, At: time.Date(2026, 12, 4, 21, 23, 49, 276e6, time.UTC), Recipient: "2001529", Crossed: []string{"2000280", "2000350"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("readCrossings = %+v\nwant %+v", got, want)
+	}
+
+	// A line it cannot read is an error that names it, not a silent skip.
+	bad := "time=2026-12-04T21:22:34.347Z level=INFO msg=configuration pid=7\ntime=2026-12-04T21:22:40.100Z msg=\"rate limit hit: pausing every request\" recipient=\"unterminated\n"
+	if err := os.WriteFile(filepath.Join(dir, "worker-1.log"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readCrossings(dir); err == nil || !strings.Contains(err.Error(), "worker-1.log: line 2") {
+		t.Fatalf("readCrossings of a broken line: %v, want an error naming worker-1.log line 2", err)
 	}
 }
 

@@ -39,6 +39,9 @@ func (r *runner) collect(ctx context.Context, o *Observed) {
 	if o.Backlogs, err = retried(ctx, func() ([]system.Backlog, error) { return system.Backlogs(ctx, r.js) }); err != nil {
 		problem("the consumers", err)
 	}
+	if o.Crossings, err = readCrossings(r.s.sup.Dir()); err != nil {
+		problem("the telegram workers' logs", err)
+	}
 	client := &http.Client{Timeout: time.Minute}
 	rec, err := system.ReadProviders(ctx, client, r.s.destinations())
 	if err != nil {
