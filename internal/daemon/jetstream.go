@@ -158,10 +158,15 @@ func (o *Objects) Prepare(ctx context.Context, js natsjs.JetStream) error {
 // Wait calls Prepare until it succeeds, fails with a conflict, or ctx ends,
 // retrying while NATS is unreachable or the objects are missing, with a
 // warning at once and every 30 seconds after.
+//
+// The objects an attempt found are not looked up again by the next one
+// (foundObjects): an attempt that runs out of time in an election leaves
+// only the objects behind it to the next.
 func (o *Objects) Wait(ctx context.Context, js natsjs.JetStream) error {
 	reconnects := func() uint64 { return js.Conn().Stats().Reconnects }
+	found := newFoundObjects(js)
 	return o.retry(ctx, reconnects, func(ctx context.Context) error {
-		err := o.Prepare(ctx, js)
+		err := o.Prepare(ctx, found)
 		// An API request the user may not make only times out: say which
 		// subject the server refused.
 		return jetstream.Denied(js.Conn(), err)
@@ -170,14 +175,18 @@ func (o *Objects) Wait(ctx context.Context, js natsjs.JetStream) error {
 
 // Bounds of one attempt of Wait. In a cluster a request to a stream whose
 // leader has just died goes unanswered until it times out, while the
-// election that replaces the leader takes a few seconds: a short first
-// attempt retried soon starts a daemon seconds after the election, where a
-// long one waited out its full bound. An attempt that ran out of time gets
-// twice as long the next time, so a machine too slow for the short bound
-// still gets through.
+// election that replaces the leader takes a few seconds: a short attempt
+// retried soon starts a daemon seconds after the election, where a long
+// one waits out its full bound. An attempt that ran out of time gets twice
+// as long the next time, up to maxAttemptTimeout: since the next attempt
+// does not repeat the lookups that succeeded (Wait), a machine too slow
+// for the short bound still gets through as long as one lookup fits in
+// the long one. maxAttemptTimeout was 16 s, when each attempt started
+// over: the long cluster chaos run on 631a2fd saw a worker wait 16 s on a
+// request lost in an election that had ended seconds before.
 const (
 	firstAttemptTimeout = 2 * time.Second
-	maxAttemptTimeout   = 16 * time.Second
+	maxAttemptTimeout   = 4 * time.Second
 )
 
 // errReconnected cuts an attempt short: the NATS connection it sent its

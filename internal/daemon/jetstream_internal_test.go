@@ -43,7 +43,7 @@ func TestWaitRetriesWithGrowingAttemptTimeouts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("retry = %v, want nil", err)
 		}
-		want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 16 * time.Second, 16 * time.Second, 16 * time.Second}
+		want := []time.Duration{2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}
 		if len(bounds) != len(want) {
 			t.Fatalf("attempt bounds %v, want %v", bounds, want)
 		}
