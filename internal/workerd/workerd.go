@@ -206,30 +206,26 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	}
 	defer ln.Close()
 
-	// Rejected credentials are a configuration error: say so and stop. The
-	// provider being unreachable is not: the worker starts and retries.
-	pctx, cancel := context.WithTimeout(ctx, s.Engine.RequestTimeout)
-	err = ch.Probe(pctx)
-	cancel()
-	var limited *delivery.RateLimitedError
-	switch {
-	case err == nil:
-		log.Info("the provider accepts the credentials", "channel", spec.Channel)
-	case spec.Fatal != nil && spec.Fatal(err):
-		return fmt.Errorf("%s rejected the credentials: %w", spec.Channel, err)
-	case errors.As(err, &limited):
-		// An announced pause: kept before the first request (below).
-		log.Warn("the provider rate-limits the bot now; starting paused", "retry_after", limited.RetryAfter, "err", err)
-	default:
-		log.Warn("cannot check the credentials now; starting anyway", "err", err)
-	}
-
-	// Until the run group owns the signals, SIGTERM cancels start-up.
+	// Until the run group owns the signals, SIGTERM cancels start-up, and
+	// so do rejected credentials.
 	startCtx, stopStart := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopStart()
+	startCtx, abortStart := context.WithCancelCause(startCtx)
+	defer abortStart(nil)
+	probe := startProbe(ctx, ch, s.Engine.RequestTimeout, spec.Fatal, abortStart)
+	defer probe.stop()
+	rejected := func() error {
+		if err := probe.fatal(); err != nil {
+			return fmt.Errorf("%s rejected the credentials: %w", spec.Channel, err)
+		}
+		return nil
+	}
 	s.NATS.Name = name
 	nc, err := jetstream.Connect(startCtx, s.NATS, log)
 	if err != nil {
+		if r := rejected(); r != nil {
+			return r
+		}
 		return daemon.UsageError{Err: err}
 	}
 	defer nc.Close()
@@ -239,12 +235,31 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	}
 	reg := daemon.NewRegistry(daemon.BuildInfo(name, version))
 	res, err := prepare(startCtx, js, spec.Channel, s, log, reg)
+	if r := rejected(); r != nil {
+		return r
+	}
 	if errors.Is(err, context.Canceled) {
 		log.Info("stopped during start-up")
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	// Rejected credentials are a configuration error: say so and stop. The
+	// provider being unreachable is not: the worker starts and retries.
+	err = probe.wait()
+	if r := rejected(); r != nil {
+		return r
+	}
+	var limited *delivery.RateLimitedError
+	switch {
+	case err == nil:
+		log.Info("the provider accepts the credentials", "channel", spec.Channel)
+	case errors.As(err, &limited):
+		// An announced pause: kept before the first request (below).
+		log.Warn("the provider rate-limits the bot now; starting paused", "retry_after", limited.RetryAfter, "err", err)
+	default:
+		log.Warn("cannot check the credentials now; starting anyway", "err", err)
 	}
 	// Hand the signals to the run group's handler without a gap in which
 	// SIGTERM would kill the process.
