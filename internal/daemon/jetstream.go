@@ -205,8 +205,8 @@ const reconnectPoll = 100 * time.Millisecond
 // to another node (the long chaos run on the cluster: a worker started in
 // a minute of node faults was still waiting 8 s after its reconnect).
 func (o *Objects) retry(ctx context.Context, reconnects func() uint64, attempt func(context.Context) error) error {
-	const maxDelay, warnEvery = 5 * time.Second, 30 * time.Second
-	delay := 200 * time.Millisecond
+	const baseDelay, maxDelay, warnEvery = 200 * time.Millisecond, 2 * time.Second, 30 * time.Second
+	delay := baseDelay
 	timeout := firstAttemptTimeout
 	var warned time.Time
 	waited := false
@@ -238,7 +238,11 @@ func (o *Objects) retry(ctx context.Context, reconnects func() uint64, attempt f
 			continue
 		}
 		if timedOut {
+			// The attempt itself took its bound: the next one may begin
+			// soon. An election ends between two attempts, and a longer
+			// pause would only delay the one after it.
 			timeout = min(timeout*2, maxAttemptTimeout)
+			delay = baseDelay
 		}
 		if time.Since(warned) >= warnEvery {
 			o.log.Warn("waiting for the JetStream objects", "err", err, "retry_in", delay, "attempt_timeout", timeout)

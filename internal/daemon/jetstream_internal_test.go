@@ -15,16 +15,18 @@ import (
 // noReconnects is a connection that never reconnects.
 func noReconnects() uint64 { return 0 }
 
-// An attempt that runs out of time is retried soon with twice the time,
-// up to maxAttemptTimeout; one that fails at once keeps its bound. A
-// conflict ends the wait.
+// An attempt that runs out of time is retried 200 ms later with twice the
+// time, up to maxAttemptTimeout; one that fails at once keeps its bound,
+// and the pause after it grows. A conflict ends the wait.
 func TestWaitRetriesWithGrowingAttemptTimeouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := &Objects{log: slog.New(slog.DiscardHandler)}
 		var bounds []time.Duration
+		var starts []time.Time
 		calls := 0
 		err := o.retry(t.Context(), noReconnects, func(ctx context.Context) error {
 			calls++
+			starts = append(starts, time.Now())
 			deadline, ok := ctx.Deadline()
 			if !ok {
 				t.Fatal("an attempt without a deadline")
@@ -50,6 +52,19 @@ func TestWaitRetriesWithGrowingAttemptTimeouts(t *testing.T) {
 		for i := range want {
 			if bounds[i] != want[i] {
 				t.Errorf("attempt %d had %v, want %v (all: %v)", i+1, bounds[i], want[i], bounds)
+			}
+		}
+		// 200 ms after each attempt that ran out of time, however many
+		// came before; after one that failed at once, the pause grows
+		// (400 ms: the sixth follows five timed-out ones).
+		for i := 1; i < len(starts); i++ {
+			gap := starts[i].Sub(starts[i-1]) - want[i-1]
+			wantGap := 200 * time.Millisecond
+			if i == 6 {
+				gap, wantGap = starts[i].Sub(starts[i-1]), 400*time.Millisecond
+			}
+			if gap != wantGap {
+				t.Errorf("attempt %d began %v after attempt %d ended, want %v", i+1, gap, i, wantGap)
 			}
 		}
 
