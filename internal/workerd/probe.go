@@ -39,10 +39,15 @@ func startProbe(ctx context.Context, ch delivery.Channel, timeout time.Duration,
 	return p
 }
 
-// wait returns the probe's error once it has ended.
-func (p *startupProbe) wait() error {
-	<-p.done
-	return p.err
+// wait returns the probe's error once it has ended, or ctx's if ctx ends
+// first (a SIGTERM during start-up).
+func (p *startupProbe) wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // fatal returns the probe's error if it has ended with rejected

@@ -58,12 +58,22 @@ func TestStartupProbe(t *testing.T) {
 		start, abort = context.WithCancelCause(t.Context())
 		begin := time.Now()
 		p = startProbe(t.Context(), probeChannel{}, 4*time.Second, isRejected, abort)
-		if err := p.wait(); !errors.Is(err, context.DeadlineExceeded) || time.Since(begin) != 4*time.Second {
+		if err := p.wait(t.Context()); !errors.Is(err, context.DeadlineExceeded) || time.Since(begin) != 4*time.Second {
 			t.Fatalf("an unanswered probe = %v after %v, want its deadline after 4s", err, time.Since(begin))
 		}
 		if p.fatal() != nil || start.Err() != nil {
 			t.Fatalf("an unanswered probe: fatal %v, start-up %v; want neither", p.fatal(), start.Err())
 		}
+
+		// A start-up that ends (SIGTERM) stops waiting for the probe.
+		stopped, stop := context.WithCancel(t.Context())
+		p = startProbe(t.Context(), probeChannel{}, 4*time.Second, isRejected, abort)
+		time.AfterFunc(time.Second, stop)
+		begin = time.Now()
+		if err := p.wait(stopped); !errors.Is(err, context.Canceled) || time.Since(begin) != time.Second {
+			t.Fatalf("waiting for the probe through a stop = %v after %v, want context.Canceled after 1s", err, time.Since(begin))
+		}
+		p.stop()
 
 		begin = time.Now()
 		p = startProbe(t.Context(), probeChannel{}, 4*time.Second, isRejected, abort)

@@ -247,9 +247,13 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	}
 	// Rejected credentials are a configuration error: say so and stop. The
 	// provider being unreachable is not: the worker starts and retries.
-	err = probe.wait()
+	err = probe.wait(startCtx)
 	if r := rejected(); r != nil {
 		return r
+	}
+	if startCtx.Err() != nil {
+		log.Info("stopped during start-up")
+		return nil
 	}
 	var limited *delivery.RateLimitedError
 	switch {
