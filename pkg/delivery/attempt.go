@@ -39,6 +39,9 @@ const (
 // dead letter, attempt count, events). It runs on its own goroutine; what
 // changes the dispatcher's state is reported in the result.
 func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
+	if g := j.givingUp; g != nil {
+		return w.giveUp(ctx, j, g.target, g.letter, g.fallback)
+	}
 	now := w.now()
 	remembered, e, last, err := w.store.lookup(ctx, j.n.Key)
 	if err != nil {
@@ -479,7 +482,9 @@ func (w *Worker) attemptsSoFar(ctx context.Context, j *job) attempts {
 // terminated. A notification no channel can deliver any more ends with a
 // dead event. If JetStream does not take the fallback, the mark or the dead
 // letter, nothing is terminated: the message is tried again later, without
-// spending an attempt.
+// spending an attempt. Once the notification is handed on (or the dead
+// event stored), the next attempt only finishes the give-up, even if the
+// next channel has delivered it meanwhile (job.givingUp).
 //
 // Every step is idempotent (message ids), so a worker that dies in between
 // and gets the message again repeats them harmlessly; what made it give up
@@ -491,7 +496,10 @@ func (w *Worker) giveUp(ctx context.Context, j *job, target string, l letter, fa
 		next, hasNext = j.n.Next(notify.Channel(w.name))
 	}
 	now := w.now()
-	if hasNext {
+	// A give-up repeated past its point of no return does not hand on or
+	// tell the application again.
+	done := j.givingUp != nil
+	if hasNext && !done {
 		// The event goes first, on the same connection: the stream stores
 		// it before the fallback message, so the application hears of the
 		// move before the next channel can report a delivery.
@@ -508,13 +516,16 @@ func (w *Worker) giveUp(ctx context.Context, j *job, target string, l letter, fa
 		}
 		w.log.Info("moved to the next channel", "key", j.n.Key, "from", w.name, "to", next, "reason", l.reason)
 	}
-	if !hasNext {
+	if !hasNext && !done {
 		// Stored before the message is terminated (events.deadNow).
 		if err := w.events.deadNow(ctx, j, l, now); err != nil {
 			w.log.Error("cannot publish the dead event; retrying later", "key", j.n.Key, "err", err)
 			return result{job: j, disp: retryHere, at: w.now(), delay: stateRetry}
 		}
 	}
+	// Handed on, or the application told: from here on the job is only
+	// given up on, however its next attempt finds it (job.go).
+	j.givingUp = &givingUp{target: target, letter: l, fallback: fallback}
 	// The give-up mark goes before the termination: a worker checking
 	// whether the recipient's earlier messages are settled (takeover.go)
 	// finds it, and a terminated message without one would look out for

@@ -137,3 +137,57 @@ func TestHoldCheckTrustsTheAckFloor(t *testing.T) {
 	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(100)) == 1 }, "the recipient's next message delivered")
 	natstest.WaitFor(t, 5*time.Second, func() bool { return b.Stats().Sent == 1 }, "the second worker counting its send")
 }
+
+// A give-up that handed the notification on and then could not store its
+// mark or its dead letter finishes when it is tried again, even if the
+// next channel has delivered the notification meanwhile: the retry used
+// to find the delivery record, ack the message as already delivered, and
+// leave the hand-on without its dead letter (CI's short cluster run on
+// 1304e17: NOTIFY_DEAD was electing a leader as the dead letter went out).
+func TestGiveUpFinishesAfterTheNextChannelDelivered(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	cfg.FallbackTransactional = time.Second
+	cfg.BreakerOpen = 300 * time.Millisecond
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	if err := env.Emu.StartOutage(emulator.Outage{Mode: emulator.Fault5xx}); err != nil {
+		t.Fatal(err)
+	}
+	marks := &doneMarks{mode: "fail"}
+	tw := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg,
+		WrapAttempts: func(kv natsjs.KeyValue) natsjs.KeyValue { marks.KeyValue = kv; return marks }})
+	sms := &recorder{name: "sms"}
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Channel: sms})
+	const key = "order:5:accepted"
+	env.Publish(notify.Notification{Key: key, ChatID: 500, Phone: "+79991234567", Text: "Order accepted",
+		Route: []notify.Channel{notify.ChannelTelegram, notify.ChannelSMS}})
+
+	// Handed on, the mark refused; the SMS delivered and its record stored.
+	natstest.WaitFor(t, 20*time.Second, func() bool { return len(sms.delivered()) == 1 }, "the SMS")
+	natstest.WaitFor(t, 20*time.Second, func() bool {
+		e, err := tw.Resources.Delivered.Get(t.Context(), delivery.RecordKey(key))
+		return err == nil && strings.Contains(string(e.Value()), delivery.StateDelivered)
+	}, "the SMS worker's delivery record")
+	if marks.refused.Load() == 0 {
+		t.Fatal("the give-up mark was never refused: the test does not reach the case")
+	}
+	if n := len(env.DeadLetters()); n != 0 {
+		t.Fatalf("%d dead letters while the give-up mark could not be written, want none", n)
+	}
+
+	marks.setMode("")
+	natstest.WaitFor(t, 20*time.Second, func() bool { return len(env.DeadLetters()) == 1 }, "the telegram dead letter, the give-up finished")
+	if dl := env.DeadLetters(); dl[0].Subject != "dead.notify.telegram.fallback_timeout.500" {
+		t.Fatalf("dead letter %s, want telegram's fallback_timeout", dl[0].Subject)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		info, err := tw.Resources.Consumer.Info(t.Context())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, "the message settled")
+	if got := sms.delivered(); len(got) != 1 {
+		t.Fatalf("SMS sent %d copies, want 1: the hand-on is not repeated", len(got))
+	}
+	if n := len(env.Events(delivery.EventFallback)); n != 1 {
+		t.Fatalf("%d fallback events, want 1: the finished give-up does not tell the application again", n)
+	}
+}

@@ -43,6 +43,22 @@ type job struct {
 	// Send tokens taken for the current attempt, returned when no request
 	// was made after all.
 	botRes, laneRes *rate.Reservation
+	// givingUp is set once an attempt has handed the notification to the
+	// next channel, or told the application it is dead, and so can only
+	// finish giving up on it (giveUp).
+	givingUp *givingUp
+}
+
+// givingUp is a give-up past its point of no return: the next attempt of
+// the job repeats giveUp with the same letter, whatever it would find now.
+// By then the next channel may have delivered the notification, and an
+// attempt that looked first acked the job as already delivered and left
+// the hand-on without its dead letter (CI's short cluster run on 1304e17:
+// NOTIFY_DEAD electing a leader as the dead letter was published).
+type givingUp struct {
+	target   string
+	letter   letter
+	fallback bool
 }
 
 // result is a finished attempt, reported to the dispatcher.
