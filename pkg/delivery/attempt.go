@@ -48,15 +48,11 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		w.log.Warn("cannot read the delivery record; retrying later", "key", j.n.Key, "err", err)
 		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
 	}
-	switch {
-	case remembered:
+	if remembered {
 		return w.deliveredHere(ctx, j, now)
-	case e != nil && e.state() == StateCancelled:
-		return w.cancelled(j, e.rec, now)
-	case e != nil && e.state() == StateDelivered:
-		return w.alreadyDelivered(j, e.record(), now)
-	case e != nil && e.state() == StateSending && w.heldElsewhere(ctx, e.rec):
-		return w.waitForHolder(j, e, now)
+	}
+	if r, ok := w.settledBy(ctx, j, e, now); ok {
+		return r
 	}
 	// A send claim left by an attempt that died mid-send: sent again, as
 	// before claims existed (the crash window of delivered). Not while this
@@ -64,9 +60,17 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	if wait := w.settleWait(j, now); wait > 0 {
 		return result{job: j, disp: retryHere, at: now, delay: wait}
 	}
-	// Nor given up on while such a claim is young: its worker may only be
-	// cut off from this one, and write its record when back (giveUpHold).
+	// A give-up is decided on what the bucket's leader holds: the read
+	// above may have been answered by a replica that is behind, and a
+	// notification handed on for want of a record it did not know of
+	// cannot be taken back (bug 53). Nor is it given up on while such a
+	// claim is young: its worker may only be cut off from this one, and
+	// write its record when back (giveUpHold).
 	giveUp := func(l letter, fallback bool) result {
+		e, r, settled := w.confirmNotDelivered(ctx, j, e, last, now)
+		if settled {
+			return r
+		}
 		if wait := w.silentClaimWait(e, now); wait > 0 {
 			return w.waitForSilentHolder(j, e, l.reason, now)
 		}
@@ -421,6 +425,24 @@ func (w *Worker) transient(ctx context.Context, j *job, o Outcome, now time.Time
 	w.log.Warn("send failed; retrying", "key", j.n.Key, "recipient", j.lane, "attempt", n, "retry_in", delay,
 		"reason", o.Reason, "code", o.Code, "description", o.Description, "may_have_been_delivered", o.MaybeDelivered)
 	return result{job: j, disp: retryLater, delay: delay, at: now, called: true}
+}
+
+// settledBy settles a job by the notify_delivered entry read for it (nil:
+// none) when the entry leaves nothing to do here: a cancel mark, a delivery
+// record, or the fresh claim of a live worker sending it now, whose record
+// the job waits for.
+func (w *Worker) settledBy(ctx context.Context, j *job, e *entry, now time.Time) (result, bool) {
+	switch {
+	case e == nil:
+		return result{}, false
+	case e.state() == StateCancelled:
+		return w.cancelled(j, e.rec, now), true
+	case e.state() == StateDelivered:
+		return w.alreadyDelivered(j, e.record(), now), true
+	case e.state() == StateSending && w.heldElsewhere(ctx, e.rec):
+		return w.waitForHolder(j, e, now), true
+	}
+	return result{}, false
 }
 
 // fallbackDeadline is when the job's notification moves on to the next

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
@@ -189,5 +190,91 @@ func TestGiveUpFinishesAfterTheNextChannelDelivered(t *testing.T) {
 	}
 	if n := len(env.Events(delivery.EventFallback)); n != 1 {
 		t.Fatalf("%d fallback events, want 1: the finished give-up does not tell the application again", n)
+	}
+}
+
+// replicaBehind stands in for a replica of stream that is behind (a node
+// back from a partition, catching up): the stream's own direct gets are
+// turned off, and the replica answers every direct get with "no results",
+// as a replica without the messages stored meanwhile does. It counts the
+// gets it answered.
+func replicaBehind(t *testing.T, env *testenv.Env, stream string) *atomic.Int32 {
+	t.Helper()
+	ctx := t.Context()
+	s, err := env.JS.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.AllowDirect = false
+	if _, err := env.JS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var answered atomic.Int32
+	sub, err := env.NC.Subscribe("$JS.API.DIRECT.GET."+stream, func(m *nats.Msg) {
+		answered.Add(1)
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set("Status", "404")
+		r.Header.Set("Description", "No Results")
+		_ = m.RespondMsg(r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &answered
+}
+
+// A give-up is decided on what notify_delivered's leader holds, not on the
+// attempt's batched read, which any replica answers (bug 53, found by the
+// long cluster chaos run: a Telegram delivery whose worker was killed right
+// after it was handed to email by its successor, whose read came from a
+// node catching up after a partition). Here the read says "no record", the
+// notification is past its fallback_after, and the leader has Telegram's
+// record: the message is acked as delivered, not handed to SMS.
+func TestGiveUpIsDecidedOnTheLeadersRecord(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	cfg.FallbackTransactional = time.Second
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	tw := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg})
+	sms := &recorder{name: "sms"}
+	env.StartWorker(testenv.WorkerOptions{Config: cfg, Channel: sms})
+
+	const key = "order:53:accepted"
+	created := time.Now().Add(-time.Minute).UTC()
+	rec, err := json.Marshal(delivery.DeliveryRecord{Key: key, Channel: "telegram", Recipient: "530", ProviderID: "77",
+		DeliveredAt: created.Add(time.Second), StreamSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Resources.Delivered.Put(t.Context(), delivery.RecordKey(key), rec); err != nil {
+		t.Fatal(err)
+	}
+	behind := replicaBehind(t, env, "KV_"+tw.Resources.Delivered.Bucket())
+	env.Publish(notify.Notification{Key: key, ChatID: 530, Phone: "+79991234567", Text: "Order accepted", CreatedAt: created,
+		Route: []notify.Channel{notify.ChannelTelegram, notify.ChannelSMS}})
+
+	natstest.WaitFor(t, 20*time.Second, func() bool {
+		info, err := tw.Resources.Consumer.Info(t.Context())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.Delivered.Stream > 0
+	}, "the message settled")
+	if behind.Load() == 0 {
+		t.Fatal("no direct get was answered by the replica that is behind: the test does not reach the case")
+	}
+	if n := len(env.Events(delivery.EventFallback)); n != 0 {
+		t.Fatalf("%d fallback events: handed on on a read that was behind the leader", n)
+	}
+	if n := len(env.DeadLetters()); n != 0 {
+		t.Fatalf("%d dead letters, want none: it was delivered", n)
+	}
+	if got := sms.delivered(); len(got) != 0 {
+		t.Fatalf("SMS sent %d copies of a notification Telegram delivered", len(got))
+	}
+	if n := len(env.Emu.Messages()); n != 0 {
+		t.Fatalf("Telegram sent %d messages, want none", n)
 	}
 }

@@ -12,6 +12,7 @@ type metrics struct {
 	cancelled              prometheus.Counter
 	scheduled              prometheus.Counter
 	claimWaits             prometheus.Counter
+	readsBehind            prometheus.Counter
 	heldOff                prometheus.Counter
 	cancelsLost            prometheus.Counter
 	failures               *prometheus.CounterVec
@@ -69,6 +70,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Messages handed back to the stream because their not_before had not come (re-handed back every hour while it is far)."}),
 		claimWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "claim_waits_total",
 			Help: "Sends put off because their send claim could not be written within 2s (notify_delivered electing a leader): the send waits for the claim."}),
+		readsBehind: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "record_reads_behind_total",
+			Help: "Give-ups whose batched delivery record read (answered by any replica) was behind the bucket's leader, which was asked before handing the notification on: they were decided on the leader's entry."}),
 		heldOff: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "held_off_total",
 			Help: "Sends put off because another live worker's fresh send claim says it is sending the same notification: this worker waits for its record."}),
 		cancelsLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "cancels_lost_total",
@@ -153,7 +156,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help:    "Events per atomic batch: the events that wait while a batch is on its way are stored together, with one fsync.",
 			Buckets: prometheus.ExponentialBuckets(16, 2, 5)}),
 	}
-	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
+	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.readsBehind, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.suspectRechecks, m.settlesShortened, m.pinResets, m.answerWaits, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
 		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch, m.eventBatch} {

@@ -157,6 +157,12 @@ func (s *store) nextMsg(ctx context.Context, stream, subject string, from uint64
 	return jetstream.NextMsg(ctx, s.js.Conn(), s.js.Options().APIPrefix, stream, subject, from)
 }
 
+// lastMsg reads the last message of stream on subject from the stream's
+// leader, nil when there is none (jetstream.LastMsg).
+func (s *store) lastMsg(ctx context.Context, stream, subject string) (*jetstream.StoredMsg, error) {
+	return jetstream.LastMsg(ctx, s.js.Conn(), s.js.Options().APIPrefix, stream, subject)
+}
+
 // directReader sends requests that are answered with several messages (the
 // server's batched direct gets) over one long-lived subscription, the way
 // nats.go's request/reply shares one for single answers: a subscription of

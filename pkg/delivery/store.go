@@ -154,6 +154,31 @@ func (s *store) read(ctx context.Context, key string) (e *entry, last uint64, er
 	return e, last, nil
 }
 
+// readFromLeader is read asked of notify_delivered's leader, one key per
+// request: read's batched direct gets may be answered by a replica that is
+// behind (a node back from a partition, catching up), which knows nothing
+// of a record stored meanwhile. A decision that such an answer would make
+// wrong, and that nothing later undoes, asks here: a give-up hands the
+// notification to the next channel (found by the long cluster chaos run,
+// bug 53). While the leader cannot be reached (an election), it fails.
+func (s *store) readFromLeader(ctx context.Context, key string) (e *entry, last uint64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	b := s.deliveredSubjects
+	m, err := s.lastMsg(ctx, b.stream, b.prefix+RecordKey(key))
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading delivery record of %q from the leader of %s: %w", key, b.stream, jetstream.Denied(s.js.Conn(), err))
+	}
+	if m == nil {
+		return nil, 0, nil
+	}
+	switch m.Header.Get(kvOperationHeader) {
+	case "DEL", "PURGE":
+		return nil, m.Seq, nil
+	}
+	return parseEntry(key, m.Data, m.Seq), m.Seq, nil
+}
+
 // remembers reports whether this process delivered (or found delivered) the
 // key recently.
 func (s *store) remembers(key string) bool {

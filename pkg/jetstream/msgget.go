@@ -37,13 +37,30 @@ const codeNoMessageFound = 10037
 // notification went out first. The leader has every stored message; while
 // there is none (an election), or it cannot be reached, the request fails.
 func NextMsg(ctx context.Context, nc Requester, apiPrefix, stream, subject string, from uint64) (*StoredMsg, error) {
-	if apiPrefix == "" {
-		apiPrefix = natsjs.DefaultAPIPrefix
-	}
-	req, err := json.Marshal(struct {
+	return getMsg(ctx, nc, apiPrefix, stream, struct {
 		Seq     uint64 `json:"seq"`
 		NextFor string `json:"next_by_subj"`
 	}{from, subject})
+}
+
+// LastMsg returns the last message of stream on subject, as the stream's
+// leader has it, or nil when there is none. Like NextMsg it never takes the
+// answer of a replica that is behind: a KV read that must see every write
+// acknowledged so far (a delivery record before a give-up hands the
+// notification on) asks here, not with a direct get.
+func LastMsg(ctx context.Context, nc Requester, apiPrefix, stream, subject string) (*StoredMsg, error) {
+	return getMsg(ctx, nc, apiPrefix, stream, struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+}
+
+// getMsg sends req to the leader of stream ($JS.API.STREAM.MSG.GET) and
+// decodes the message it answers with, nil when there is none.
+func getMsg(ctx context.Context, nc Requester, apiPrefix, stream string, req any) (*StoredMsg, error) {
+	if apiPrefix == "" {
+		apiPrefix = natsjs.DefaultAPIPrefix
+	}
+	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +72,7 @@ func NextMsg(ctx context.Context, nc Requester, apiPrefix, stream, subject strin
 			Data    []byte `json:"data"`
 		} `json:"message"`
 	}
-	err = APIRequest(ctx, nc, apiPrefix+"STREAM.MSG.GET."+stream, req, &resp)
+	err = APIRequest(ctx, nc, apiPrefix+"STREAM.MSG.GET."+stream, data, &resp)
 	if apiErr := (*APIError)(nil); errors.As(err, &apiErr) && apiErr.Code == codeNoMessageFound {
 		return nil, nil
 	}

@@ -19,8 +19,8 @@ import (
 // three-replica stream that was its leader before (so it answers direct
 // gets, as a node back from a partition does while it catches up), stores
 // a message meanwhile, and reads from a client of the cut node. A direct
-// get answers there without the message; NextMsg must not: it fails until
-// the leader can be asked, then finds the message. Found by the long
+// get answers there without the message; NextMsg and LastMsg must not:
+// they fail until the leader can be asked, then find the message. Found by the long
 // cluster chaos run: a takeover's direct get missed the message a dead
 // worker held, and the recipient's next notification went out first.
 func TestNextMsgIsNotAnsweredByAReplicaThatIsBehind(t *testing.T) {
@@ -127,14 +127,20 @@ func TestNextMsgIsNotAnsweredByAReplicaThatIsBehind(t *testing.T) {
 		return true
 	}, "a direct get answered on the cut node")
 
-	// NextMsg asks the leader, which the cut node cannot reach: it fails,
-	// and never says there is no message.
+	// NextMsg and LastMsg ask the leader, which the cut node cannot reach:
+	// they fail, and never answer with what the replica has.
 	for range 3 {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		m, err := jetstream.NextMsg(rctx, onCut, "", stream, subject, before.Sequence+1)
 		cancel()
 		if err == nil {
 			t.Fatalf("NextMsg from the cut node = %+v, nil: want an error while the leader cannot be reached", m)
+		}
+		rctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		m, err = jetstream.LastMsg(rctx, onCut, "", stream, subject)
+		cancel()
+		if err == nil {
+			t.Fatalf("LastMsg from the cut node = %+v, nil: want an error while the leader cannot be reached", m)
 		}
 	}
 	// Elsewhere it finds the message, headers and all.
@@ -151,6 +157,12 @@ func TestNextMsgIsNotAnsweredByAReplicaThatIsBehind(t *testing.T) {
 	if m, err := jetstream.NextMsg(ctx, elsewhere, "", stream, "reads.b", 1); err != nil || m != nil {
 		t.Fatalf("NextMsg of a subject without messages = %+v, %v; want nil, nil", m, err)
 	}
+	if m, err := jetstream.LastMsg(ctx, elsewhere, "", stream, subject); err != nil || m == nil || m.Seq != during.Sequence || m.Header.Get("Test-Header") != "kept" {
+		t.Fatalf("LastMsg = %+v, %v; want seq %d with its header", m, err, during.Sequence)
+	}
+	if m, err := jetstream.LastMsg(ctx, elsewhere, "", stream, "reads.b"); err != nil || m != nil {
+		t.Fatalf("LastMsg of a subject without messages = %+v, %v; want nil, nil", m, err)
+	}
 	var apiErr *jetstream.APIError
 	if _, err := jetstream.NextMsg(ctx, elsewhere, "", "NO_SUCH_STREAM", subject, 1); !errors.As(err, &apiErr) || apiErr.Code == 0 {
 		t.Fatalf("NextMsg of a stream that does not exist: %v, want the server's refusal as an *APIError", err)
@@ -164,6 +176,10 @@ func TestNextMsgIsNotAnsweredByAReplicaThatIsBehind(t *testing.T) {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		m, err := jetstream.NextMsg(rctx, onCut, "", stream, subject, before.Sequence+1)
+		if err != nil || m == nil || m.Seq != during.Sequence {
+			return false
+		}
+		m, err = jetstream.LastMsg(rctx, onCut, "", stream, subject)
 		return err == nil && m != nil && m.Seq == during.Sequence
-	}, "NextMsg from the healed node's client to find the message")
+	}, "NextMsg and LastMsg from the healed node's client to find the message")
 }

@@ -268,9 +268,11 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 		t.Errorf("the standby did not unpin the killed worker")
 	}
 
-	// A takeover reads a recipient's messages from NOTIFY's leader; the
-	// kill above need not leave anything unacknowledged for the standby to
-	// read, so every channel's worker user reads once here.
+	// A takeover reads a recipient's messages from NOTIFY's leader, and a
+	// give-up the delivery record from notify_delivered's leader; the kill
+	// above need not leave anything unacknowledged for the standby to read,
+	// nor is anything given up on before a send here, so every channel's
+	// worker user reads both once here.
 	for _, channel := range []string{"telegram", "max", "email", "sms"} {
 		var log syncLog
 		nc := users[channel+"-worker"].connect(t, url, &log)
@@ -279,6 +281,12 @@ func TestLeastPrivilegeEndToEnd(t *testing.T) {
 		cancel()
 		if err != nil {
 			t.Errorf("%s-worker reading NOTIFY from its leader: %v", channel, jetstream.Denied(nc, err))
+		}
+		rctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = jetstream.LastMsg(rctx, nc, "", "KV_"+jetstream.BucketDelivered, "$KV."+jetstream.BucketDelivered+".x")
+		cancel()
+		if err != nil {
+			t.Errorf("%s-worker reading a delivery record from notify_delivered's leader: %v", channel, jetstream.Denied(nc, err))
 		}
 		nc.Close()
 	}
