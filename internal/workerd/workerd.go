@@ -359,8 +359,10 @@ func prepare(ctx context.Context, js natsjs.JetStream, channel string, s *Settin
 // consumer and buckets, both again while JetStream does not answer: the
 // objects can be read and the next request still meet an election (the
 // long cluster chaos run: an SMS worker started then exited with "opening
-// bucket notify_delivered: context deadline exceeded"). It fails only when
-// ctx ends or the objects conflict with the declaration.
+// bucket notify_delivered: context deadline exceeded"); its lookups are
+// hedged (daemon.Hedged), so one lost in an election costs at most half a
+// second after it. It fails only when ctx ends or the objects conflict
+// with the declaration.
 func openWorker(ctx context.Context, js natsjs.JetStream, objects *daemon.Objects, names jetstream.Names, channel string, log *slog.Logger) (*jetstream.WorkerResources, error) {
 	const maxDelay = 5 * time.Second
 	delay := 200 * time.Millisecond
@@ -369,7 +371,7 @@ func openWorker(ctx context.Context, js natsjs.JetStream, objects *daemon.Object
 			return nil, err
 		}
 		octx, cancel := context.WithTimeout(ctx, openTimeout)
-		res, err := jetstream.OpenWorker(octx, js, names, channel)
+		res, err := jetstream.OpenWorker(octx, daemon.Hedged(js), names, channel)
 		cancel()
 		if err == nil {
 			return res, nil
