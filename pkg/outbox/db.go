@@ -86,7 +86,7 @@ func Open(ctx context.Context, path string, opts Options) (*sql.DB, error) {
 	db.SetMaxOpenConns(opts.MaxOpenConns)
 	db.SetMaxIdleConns(opts.MaxOpenConns)
 	db.SetConnMaxIdleTime(0)
-	if err := Migrate(ctx, db); err != nil {
+	if err := migrate(ctx, db, opts.BusyTimeout); err != nil {
 		db.Close()
 		if isNotADB(err) {
 			return nil, fmt.Errorf("opening outbox database %s: %w", path, ErrNotSQLite)

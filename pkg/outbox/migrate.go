@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 )
 
 // migrationFiles are the outbox schema versions as SQL files,
@@ -54,13 +56,24 @@ func SchemaVersion() int { return len(migrations()) }
 // crash: each migration is applied in its own BEGIN IMMEDIATE transaction
 // together with its bookkeeping row, so none is applied twice or half.
 //
+// Several processes opening a new database at once race to switch it to
+// WAL: SQLite refuses the loser with SQLITE_BUSY at once, without waiting
+// out busy_timeout, because waiting could deadlock. Migrate retries
+// opening its connection while that happens, for up to
+// [DefaultBusyTimeout].
+//
 // A database migrated by a newer version of this package is refused with
 // [ErrSchemaTooNew] and left untouched.
 func Migrate(ctx context.Context, db *sql.DB) error {
+	return migrate(ctx, db, DefaultBusyTimeout)
+}
+
+// migrate is [Migrate], retrying a busy first connection for up to wait.
+func migrate(ctx context.Context, db *sql.DB, wait time.Duration) error {
 	if db == nil {
 		return errors.New("migrating outbox schema: database is nil")
 	}
-	conn, err := db.Conn(ctx)
+	conn, err := connWhenNotBusy(ctx, db, wait)
 	if err != nil {
 		return fmt.Errorf("migrating outbox schema: %w", err)
 	}
@@ -75,6 +88,23 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
+}
+
+// connWhenNotBusy returns a connection to db, opening it again while the
+// open fails with SQLITE_BUSY, for up to wait. Opening a connection runs
+// the DSN's pragmas, and journal_mode=WAL on a database that another
+// connection is switching too fails at once instead of waiting.
+func connWhenNotBusy(ctx context.Context, db *sql.DB, wait time.Duration) (*sql.Conn, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 5 * time.Millisecond
+	b.MaxInterval = 100 * time.Millisecond
+	return backoff.Retry(ctx, func() (*sql.Conn, error) {
+		conn, err := db.Conn(ctx)
+		if err != nil && !IsBusy(err) {
+			return nil, backoff.Permanent(err)
+		}
+		return conn, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(wait))
 }
 
 // migrateOne applies the next migration, if any, and reports whether the
