@@ -174,7 +174,10 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s.pub.Prepare = func(ctx context.Context) error { return objects.Prepare(ctx, js) }
+	// The lookups are hedged: one lost in an election is sent again
+	// instead of holding the first publish back until its attempt's bound.
+	lookups := daemon.Hedged(js)
+	s.pub.Prepare = func(ctx context.Context) error { return objects.Prepare(ctx, lookups) }
 	s.pub.Logger = log
 	s.pub.Names = s.jetstream.Settings.Names()
 	s.pub.Registerer = reg

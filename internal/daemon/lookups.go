@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // foundObjects remembers the streams and consumers that Wait's attempts
@@ -56,14 +56,15 @@ func (f *foundObjects) Consumer(ctx context.Context, stream, name string) (natsj
 }
 
 // Hedged wraps js so that its lookups of streams, consumers and KV buckets
-// that go unanswered are sent again every hedgeEvery beside the first
-// (hedged): a request lost in an election is never answered, while its
-// copy sent after the election ends is, so a daemon's start is ready
-// within hedgeEvery of the stream's new leader instead of when its
-// attempt's bound runs out (the long chaos run on the cluster on ffd349f:
-// worker starts of 10.6 s, three attempts of 2, 4 and 4 s, while NOTIFY's
-// elections took 5.7 s at the median). Lookups only read, so their copies
-// change nothing; everything else goes to js as it is.
+// that go unanswered are sent again every jetstream.HedgeEvery beside the
+// first (jetstream.Hedge): a request lost in an election is never
+// answered, while its copy sent after the election ends is, so a daemon's
+// start is ready within jetstream.HedgeEvery of the stream's new leader
+// instead of when its attempt's bound runs out (the long chaos run on the
+// cluster on ffd349f: worker starts of 10.6 s, three attempts of 2, 4 and
+// 4 s, while NOTIFY's elections took 5.7 s at the median). Lookups only
+// read, so their copies change nothing; everything else goes to js as it
+// is.
 func Hedged(js natsjs.JetStream) natsjs.JetStream {
 	if h, ok := js.(hedgedJS); ok {
 		return h
@@ -74,58 +75,13 @@ func Hedged(js natsjs.JetStream) natsjs.JetStream {
 type hedgedJS struct{ natsjs.JetStream }
 
 func (h hedgedJS) Stream(ctx context.Context, name string) (natsjs.Stream, error) {
-	return hedged(ctx, hedgeEvery, func(ctx context.Context) (natsjs.Stream, error) { return h.JetStream.Stream(ctx, name) })
+	return jetstream.Hedge(ctx, jetstream.HedgeEvery, func(ctx context.Context) (natsjs.Stream, error) { return h.JetStream.Stream(ctx, name) })
 }
 
 func (h hedgedJS) Consumer(ctx context.Context, stream, name string) (natsjs.Consumer, error) {
-	return hedged(ctx, hedgeEvery, func(ctx context.Context) (natsjs.Consumer, error) { return h.JetStream.Consumer(ctx, stream, name) })
+	return jetstream.Hedge(ctx, jetstream.HedgeEvery, func(ctx context.Context) (natsjs.Consumer, error) { return h.JetStream.Consumer(ctx, stream, name) })
 }
 
 func (h hedgedJS) KeyValue(ctx context.Context, bucket string) (natsjs.KeyValue, error) {
-	return hedged(ctx, hedgeEvery, func(ctx context.Context) (natsjs.KeyValue, error) { return h.JetStream.KeyValue(ctx, bucket) })
-}
-
-// hedgeEvery is how long a lookup goes unanswered before it is sent again.
-const hedgeEvery = 500 * time.Millisecond
-
-// hedged calls lookup, and again every interval while no call has
-// returned, all of them with ctx; it returns what the first call to return
-// gave (an error too: one that comes back is the server's answer), once
-// the others have been cancelled and returned.
-func hedged[T any](ctx context.Context, every time.Duration, lookup func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	type answer struct {
-		v   T
-		err error
-	}
-	answers := make(chan answer, 1)
-	send := func() {
-		wg.Go(func() {
-			v, err := lookup(ctx)
-			select {
-			case answers <- answer{v, err}:
-			default: // another call answered first
-			}
-		})
-	}
-	send()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case a := <-answers:
-			return a.v, a.err
-		case <-ctx.Done():
-			// Every call returns soon: they share ctx.
-			a := <-answers
-			return a.v, a.err
-		case <-t.C:
-			if ctx.Err() == nil {
-				send()
-			}
-		}
-	}
+	return jetstream.Hedge(ctx, jetstream.HedgeEvery, func(ctx context.Context) (natsjs.KeyValue, error) { return h.JetStream.KeyValue(ctx, bucket) })
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // A worker that starts receiving (after a crash, a deploy, or as the
@@ -272,7 +274,7 @@ func (w *Worker) clearFailed() {
 // not settled, and the last sequence read.
 func (w *Worker) holdSuspects(ctx context.Context, c holdCheck) ([]uint64, uint64, error) {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	info, err := w.res.Consumer.Info(qctx)
+	info, err := jetstream.Hedge(qctx, jetstream.HedgeEvery, w.res.Consumer.Info)
 	cancel()
 	if err != nil {
 		return nil, 0, err

@@ -36,6 +36,8 @@ const codeNoMessageFound = 10037
 // read missed the message a dead worker held and a recipient's next
 // notification went out first. The leader has every stored message; while
 // there is none (an election), or it cannot be reached, the request fails.
+// A request left unanswered is sent again every HedgeEvery (Hedge), so a
+// read that falls into an election is answered as soon as it ends.
 func NextMsg(ctx context.Context, nc Requester, apiPrefix, stream, subject string, from uint64) (*StoredMsg, error) {
 	return getMsg(ctx, nc, apiPrefix, stream, struct {
 		Seq     uint64 `json:"seq"`
@@ -54,8 +56,8 @@ func LastMsg(ctx context.Context, nc Requester, apiPrefix, stream, subject strin
 	}{subject})
 }
 
-// getMsg sends req to the leader of stream ($JS.API.STREAM.MSG.GET) and
-// decodes the message it answers with, nil when there is none.
+// getMsg sends req to the leader of stream ($JS.API.STREAM.MSG.GET),
+// hedged, and decodes the message it answers with, nil when there is none.
 func getMsg(ctx context.Context, nc Requester, apiPrefix, stream string, req any) (*StoredMsg, error) {
 	if apiPrefix == "" {
 		apiPrefix = natsjs.DefaultAPIPrefix
@@ -64,6 +66,14 @@ func getMsg(ctx context.Context, nc Requester, apiPrefix, stream string, req any
 	if err != nil {
 		return nil, err
 	}
+	return Hedge(ctx, HedgeEvery, func(ctx context.Context) (*StoredMsg, error) {
+		return getMsgOnce(ctx, nc, apiPrefix+"STREAM.MSG.GET."+stream, stream, data)
+	})
+}
+
+// getMsgOnce sends one request for a stored message and decodes the
+// answer.
+func getMsgOnce(ctx context.Context, nc Requester, subject, stream string, data []byte) (*StoredMsg, error) {
 	var resp struct {
 		Message struct {
 			Subject string `json:"subject"`
@@ -72,7 +82,7 @@ func getMsg(ctx context.Context, nc Requester, apiPrefix, stream string, req any
 			Data    []byte `json:"data"`
 		} `json:"message"`
 	}
-	err = APIRequest(ctx, nc, apiPrefix+"STREAM.MSG.GET."+stream, data, &resp)
+	err := APIRequest(ctx, nc, subject, data, &resp)
 	if apiErr := (*APIError)(nil); errors.As(err, &apiErr) && apiErr.Code == codeNoMessageFound {
 		return nil, nil
 	}

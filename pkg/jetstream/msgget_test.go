@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -182,4 +184,58 @@ func TestNextMsgIsNotAnsweredByAReplicaThatIsBehind(t *testing.T) {
 		m, err = jetstream.LastMsg(rctx, onCut, "", stream, subject)
 		return err == nil && m != nil && m.Seq == during.Sequence
 	}, "NextMsg and LastMsg from the healed node's client to find the message")
+}
+
+// electionRequester answers STREAM.MSG.GET as a stream that elects a
+// leader until electionEnds would: a request sent before then is never
+// answered, one sent after is, with the message.
+type electionRequester struct {
+	electionEnds time.Time
+	calls        atomic.Int32
+}
+
+func (r *electionRequester) RequestWithContext(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+	r.calls.Add(1)
+	if time.Now().Before(r.electionEnds) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	time.Sleep(5 * time.Millisecond) // the round trip
+	return &nats.Msg{Subject: subject, Data: []byte(`{"message":{"subject":"notify.telegram.42","seq":7,"data":"aGk="}}`)}, nil
+}
+
+// TestNextMsgIsAnsweredSoonAfterAnElection sends NextMsg and LastMsg into
+// an election of 1.2 s with a 5 s bound. A request lost in the election is
+// never answered; the copy sent after it is, so the read returns within
+// HedgeEvery of the election's end instead of failing at the bound (the
+// long cluster chaos run: takeover checks that waited out 5 s, sixteen at
+// a time).
+func TestNextMsgIsAnsweredSoonAfterAnElection(t *testing.T) {
+	for name, read := range map[string]func(context.Context, jetstream.Requester) (*jetstream.StoredMsg, error){
+		"NextMsg": func(ctx context.Context, nc jetstream.Requester) (*jetstream.StoredMsg, error) {
+			return jetstream.NextMsg(ctx, nc, "", "NOTIFY", "notify.telegram.42", 1)
+		},
+		"LastMsg": func(ctx context.Context, nc jetstream.Requester) (*jetstream.StoredMsg, error) {
+			return jetstream.LastMsg(ctx, nc, "", "NOTIFY", "notify.telegram.42")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				nc := &electionRequester{electionEnds: start.Add(1200 * time.Millisecond)}
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				defer cancel()
+				m, err := read(ctx, nc)
+				if err != nil || m == nil || m.Seq != 7 || string(m.Data) != "hi" {
+					t.Fatalf("%s = %+v, %v; want message 7 once the election is over", name, m, err)
+				}
+				if took := time.Since(start); took != 3*jetstream.HedgeEvery+5*time.Millisecond {
+					t.Errorf("answered after %v, want %v: the first copy sent after the election, and its round trip", took, 3*jetstream.HedgeEvery+5*time.Millisecond)
+				}
+				if n := nc.calls.Load(); n != 4 {
+					t.Errorf("%d requests sent, want 4 (at 0, 0.5, 1 and 1.5 s)", n)
+				}
+			})
+		})
+	}
 }
