@@ -89,6 +89,8 @@ type lastValue struct {
 // has its marker, with deleted set. It fails unless the server said the
 // answer was complete: a partial answer would make a delivered message look
 // undelivered.
+// A read not answered at all within jetstream.HedgeEvery is sent again
+// (directRequest), and the first copy to answer is taken.
 func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (map[string]lastValue, error) {
 	subjects := make([]string, len(keys))
 	for i, k := range keys {
@@ -100,16 +102,23 @@ func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (
 	if err != nil {
 		return nil, err
 	}
-	answers, done, err := s.direct.request(s.directGet(b.stream), req, len(keys)+1)
+	r, err := s.direct.request(s.directGet(b.stream), req, len(keys)+1)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", b.stream, err)
 	}
-	defer done()
+	defer r.done()
+	hedge := time.NewTicker(jetstream.HedgeEvery)
+	defer hedge.Stop()
 	found := make(map[string]lastValue)
 	for {
 		var m *nats.Msg
 		select {
-		case m = <-answers:
+		case m = <-r.answers:
+		case <-hedge.C:
+			// Unanswered for HedgeEvery: the replica asked may be gone.
+			// A copy that cannot be sent leaves the others waiting.
+			_ = r.again()
+			continue
 		case <-ctx.Done():
 			return nil, jetstream.Denied(s.js.Conn(), fmt.Errorf("reading %s: %w (%w)", b.stream, errIncompleteAnswer, ctx.Err()))
 		}
@@ -176,57 +185,103 @@ type directReader struct {
 	sub     *nats.Subscription
 	inbox   string // <inbox>., the subscription covers <inbox>.*
 	next    uint64
-	waiting map[string]chan *nats.Msg
+	waiting map[string]*directRequest // by the reply token of each copy
 }
 
 func newDirectReader(nc *nats.Conn) *directReader {
-	return &directReader{nc: nc, waiting: map[string]chan *nats.Msg{}}
+	return &directReader{nc: nc, waiting: map[string]*directRequest{}}
 }
 
-// request publishes data to subject and returns the channel its answers
-// arrive on (at most max of them are buffered; more are dropped, and the
-// asker, which never asks for more than it can take, times out) and the
-// function that forgets the request.
-func (d *directReader) request(subject string, data []byte, max int) (<-chan *nats.Msg, func(), error) {
+// directRequest is one batched read: the copies of it sent so far, and the
+// answers of the copy that answered first. A request sent to a replica
+// that dies or is cut off before it answers is never answered (the long
+// cluster chaos run: 139 batched reads waited out their 5 s bound); a copy
+// sent again is answered by another. The answers of two copies must not
+// mix, so once one copy's first answer arrives, the others' are dropped.
+type directRequest struct {
+	d       *directReader
+	subject string
+	data    []byte
+	answers chan *nats.Msg
+	tokens  []string // of the copies sent; guarded by d.mu
+	taken   string   // the copy whose answers are delivered, "" until one answers; guarded by d.mu
+}
+
+// request publishes data to subject and returns the request, whose
+// answers arrive on its answers channel (at most max of them are
+// buffered; more are dropped, and the asker, which never asks for more
+// than it can take, times out). The asker calls done when it is finished.
+func (d *directReader) request(subject string, data []byte, max int) (*directRequest, error) {
+	r := &directRequest{d: d, subject: subject, data: data, answers: make(chan *nats.Msg, max)}
+	if err := r.send(); err != nil {
+		r.done()
+		return nil, err
+	}
+	return r, nil
+}
+
+// again sends another copy of the request, unless a copy has answered.
+func (r *directRequest) again() error {
+	r.d.mu.Lock()
+	answered := r.taken != ""
+	r.d.mu.Unlock()
+	if answered {
+		return nil
+	}
+	return r.send()
+}
+
+// send publishes one copy of the request, with a reply token of its own.
+func (r *directRequest) send() error {
+	d := r.d
 	d.mu.Lock()
 	if d.sub == nil {
 		inbox := d.nc.NewInbox() + "."
 		sub, err := d.nc.Subscribe(inbox+"*", d.deliver)
 		if err != nil {
 			d.mu.Unlock()
-			return nil, nil, err
+			return err
 		}
 		d.sub, d.inbox = sub, inbox
 	}
 	d.next++
 	token := strconv.FormatUint(d.next, 36)
-	ch := make(chan *nats.Msg, max)
-	d.waiting[token] = ch
+	d.waiting[token] = r
+	r.tokens = append(r.tokens, token)
 	reply := d.inbox + token
 	d.mu.Unlock()
-	done := func() {
-		d.mu.Lock()
-		delete(d.waiting, token)
-		d.mu.Unlock()
-	}
-	if err := d.nc.PublishRequest(subject, reply, data); err != nil {
-		done()
-		return nil, nil, err
-	}
-	return ch, done, nil
+	return d.nc.PublishRequest(r.subject, reply, r.data)
 }
 
-// deliver hands an answer to the request it belongs to.
+// done forgets the request: answers that still come are dropped.
+func (r *directRequest) done() {
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	for _, t := range r.tokens {
+		delete(r.d.waiting, t)
+	}
+}
+
+// deliver hands an answer to the request it belongs to. The first answer
+// of a request decides which copy's answers it takes.
 func (d *directReader) deliver(m *nats.Msg) {
 	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	d.mu.Lock()
-	ch := d.waiting[token]
+	r := d.waiting[token]
+	if r != nil && r.taken == "" {
+		r.taken = token
+		for _, t := range r.tokens {
+			if t != token {
+				delete(d.waiting, t)
+			}
+		}
+	}
 	d.mu.Unlock()
-	if ch == nil {
-		return // a request given up on
+	if r == nil {
+		return // a request given up on, or a copy not taken
 	}
 	select {
-	case ch <- m:
+	case r.answers <- m:
 	default:
 	}
 }

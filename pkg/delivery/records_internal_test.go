@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
@@ -652,5 +654,102 @@ func TestRememberKeepsTheNewestKeys(t *testing.T) {
 	off.remember("a")
 	if off.remembers("a") {
 		t.Error("a store with keep 0 remembers")
+	}
+}
+
+// fakeDirectGets answers the batched direct gets of the stream KV_fake
+// with answer, which gets the number of the request (from 1) and its reply
+// subject; it returns the store that reads through it.
+func fakeDirectGets(t *testing.T, answer func(n int, reply string, nc *nats.Conn)) *store {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	responder, _ := srv.Connect(t)
+	var n int
+	if _, err := responder.Subscribe("$JS.API.DIRECT.GET.KV_fake", func(m *nats.Msg) {
+		n++
+		answer(n, m.Reply, responder)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := responder.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s := &store{js: js, log: slog.New(slog.DiscardHandler), now: time.Now, direct: newDirectReader(nc)}
+	t.Cleanup(s.direct.close)
+	return s
+}
+
+// directAnswer publishes one message of a batched direct get's answer: a
+// stored message of subject at seq, or with subject "" the end of the
+// batch.
+func directAnswer(t *testing.T, nc *nats.Conn, reply, subject string, seq uint64, data string) {
+	t.Helper()
+	m := nats.NewMsg(reply)
+	if subject == "" {
+		m.Header.Set(statusHeader, "204")
+		m.Header.Set(descriptionHeader, "EOB")
+	} else {
+		m.Header.Set(natsjs.SubjectHeader, subject)
+		m.Header.Set(natsjs.SequenceHeader, strconv.FormatUint(seq, 10))
+		m.Data = []byte(data)
+	}
+	if err := nc.PublishMsg(m); err != nil {
+		t.Error(err)
+	}
+}
+
+// A batched read sent to a replica that dies before it answers is never
+// answered. readLast sends a copy after jetstream.HedgeEvery and takes
+// its answer, well inside the read's bound (the long cluster chaos run:
+// 139 batched reads waited out their 5 s bound and failed).
+func TestReadLastSendsALostReadAgain(t *testing.T) {
+	s := fakeDirectGets(t, func(n int, reply string, nc *nats.Conn) {
+		if n == 1 {
+			return // lost with its replica
+		}
+		directAnswer(t, nc, reply, "$KV.fake.k1", 5, "v")
+		directAnswer(t, nc, reply, "", 0, "")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 6*jetstream.HedgeEvery)
+	defer cancel()
+	got, err := s.readLast(ctx, bucketSubjects{stream: "KV_fake", prefix: "$KV.fake."}, []string{"k1"})
+	if err != nil {
+		t.Fatalf("readLast = %v; want the answer to the copy sent after %v", err, jetstream.HedgeEvery)
+	}
+	if v := got["k1"]; v.rev != 5 || string(v.data) != "v" {
+		t.Errorf("k1 = %+v, want revision 5", v)
+	}
+}
+
+// When a copy answers, the answers of the others are dropped, however they
+// interleave with it: mixed, a copy's end of batch would end the read
+// before the taken copy's answer is complete, and a key could come from a
+// replica that is behind.
+func TestReadLastTakesTheAnswersOfOneCopy(t *testing.T) {
+	var first string
+	s := fakeDirectGets(t, func(n int, reply string, nc *nats.Conn) {
+		if n == 1 {
+			first = reply // held, as by a slow replica
+			return
+		}
+		if n > 2 {
+			return
+		}
+		directAnswer(t, nc, reply, "$KV.fake.k1", 5, "second")
+		directAnswer(t, nc, first, "$KV.fake.k1", 9, "first")
+		directAnswer(t, nc, first, "$KV.fake.k2", 10, "first")
+		directAnswer(t, nc, first, "", 0, "")
+		directAnswer(t, nc, reply, "$KV.fake.k2", 6, "second")
+		directAnswer(t, nc, reply, "", 0, "")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := s.readLast(ctx, bucketSubjects{stream: "KV_fake", prefix: "$KV.fake."}, []string{"k1", "k2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k1, k2 := got["k1"], got["k2"]; k1.rev != 5 || k2.rev != 6 || string(k1.data) != "second" || string(k2.data) != "second" {
+		t.Errorf("read k1 = %+v, k2 = %+v; want revisions 5 and 6, both from the copy that answered first", k1, k2)
 	}
 }
