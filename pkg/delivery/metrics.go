@@ -13,6 +13,7 @@ type metrics struct {
 	scheduled              prometheus.Counter
 	claimWaits             prometheus.Counter
 	readsBehind            prometheus.Counter
+	readCopies             prometheus.Counter
 	heldOff                prometheus.Counter
 	cancelsLost            prometheus.Counter
 	failures               *prometheus.CounterVec
@@ -72,6 +73,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Sends put off because their send claim could not be written within 2s (notify_delivered electing a leader): the send waits for the claim."}),
 		readsBehind: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "record_reads_behind_total",
 			Help: "Give-ups whose batched delivery record read (answered by any replica) was behind the bucket's leader, which was asked before handing the notification on: they were decided on the leader's entry."}),
+		readCopies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "record_read_copies_total",
+			Help: "Copies of a batched delivery record or attempt count read sent because no replica had answered it within 500ms (one gone with its node, or cut off): the first copy to answer is taken."}),
 		heldOff: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "held_off_total",
 			Help: "Sends put off because another live worker's fresh send claim says it is sending the same notification: this worker waits for its record."}),
 		cancelsLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "cancels_lost_total",
@@ -156,7 +159,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help:    "Events per atomic batch: the events that wait while a batch is on its way are stored together, with one fsync.",
 			Buckets: prometheus.ExponentialBuckets(16, 2, 5)}),
 	}
-	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.readsBehind, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
+	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.readsBehind, m.readCopies, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.suspectRechecks, m.settlesShortened, m.pinResets, m.answerWaits, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
 		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch, m.eventBatch} {

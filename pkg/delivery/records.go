@@ -117,7 +117,9 @@ func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (
 		case <-hedge.C:
 			// Unanswered for HedgeEvery: the replica asked may be gone.
 			// A copy that cannot be sent leaves the others waiting.
-			_ = r.again()
+			if sent, _ := r.again(); sent && s.readCopied != nil {
+				s.readCopied()
+			}
 			continue
 		case <-ctx.Done():
 			return nil, jetstream.Denied(s.js.Conn(), fmt.Errorf("reading %s: %w (%w)", b.stream, errIncompleteAnswer, ctx.Err()))
@@ -220,15 +222,19 @@ func (d *directReader) request(subject string, data []byte, max int) (*directReq
 	return r, nil
 }
 
-// again sends another copy of the request, unless a copy has answered.
-func (r *directRequest) again() error {
+// again sends another copy of the request, unless a copy has answered,
+// and reports whether it sent one.
+func (r *directRequest) again() (bool, error) {
 	r.d.mu.Lock()
 	answered := r.taken != ""
 	r.d.mu.Unlock()
 	if answered {
-		return nil
+		return false, nil
 	}
-	return r.send()
+	if err := r.send(); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // send publishes one copy of the request, with a reply token of its own.

@@ -711,6 +711,8 @@ func TestReadLastSendsALostReadAgain(t *testing.T) {
 		directAnswer(t, nc, reply, "$KV.fake.k1", 5, "v")
 		directAnswer(t, nc, reply, "", 0, "")
 	})
+	var copies atomic.Int32
+	s.readCopied = func() { copies.Add(1) }
 	ctx, cancel := context.WithTimeout(context.Background(), 6*jetstream.HedgeEvery)
 	defer cancel()
 	got, err := s.readLast(ctx, bucketSubjects{stream: "KV_fake", prefix: "$KV.fake."}, []string{"k1"})
@@ -719,6 +721,9 @@ func TestReadLastSendsALostReadAgain(t *testing.T) {
 	}
 	if v := got["k1"]; v.rev != 5 || string(v.data) != "v" {
 		t.Errorf("k1 = %+v, want revision 5", v)
+	}
+	if n := copies.Load(); n != 1 {
+		t.Errorf("record_read_copies_total counted %d copies, want 1", n)
 	}
 }
 

@@ -35,6 +35,9 @@ type store struct {
 	now       func() time.Time
 	// cancelLost counts a delivery record written over a cancel mark.
 	cancelLost func()
+	// readCopied counts a copy of a batched read sent because no copy had
+	// been answered (readLast); nil counts nothing.
+	readCopied func()
 	// worker is the id this worker's send claims carry (holder.go).
 	worker string
 	// held reports whether a send claim found holds this worker off

@@ -228,6 +228,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		direct:     newDirectReader(d.JS.Conn()),
 		keep:       cfg.RememberDelivered,
 		cancelLost: w.m.cancelsLost.Inc,
+		readCopied: w.m.readCopies.Inc,
 		worker:     w.id, held: w.heldElsewhere,
 	}
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
