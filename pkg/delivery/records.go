@@ -274,13 +274,17 @@ func (d *directReader) deliver(m *nats.Msg) {
 	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	d.mu.Lock()
 	r := d.waiting[token]
-	if r != nil && r.taken == "" {
+	switch {
+	case r == nil:
+	case r.taken == "":
 		r.taken = token
 		for _, t := range r.tokens {
 			if t != token {
 				delete(d.waiting, t)
 			}
 		}
+	case r.taken != token:
+		r = nil // a copy sent as another answered (again raced deliver)
 	}
 	d.mu.Unlock()
 	if r == nil {
