@@ -89,6 +89,7 @@ type lastValue struct {
 // has its marker, with deleted set. It fails unless the server said the
 // answer was complete: a partial answer would make a delivered message look
 // undelivered.
+//
 // A read not answered at all within jetstream.HedgeEvery is sent again
 // (directRequest), and the first copy to answer is taken.
 func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (map[string]lastValue, error) {
@@ -117,7 +118,7 @@ func (s *store) readLast(ctx context.Context, b bucketSubjects, keys []string) (
 		case <-hedge.C:
 			// Unanswered for HedgeEvery: the replica asked may be gone.
 			// A copy that cannot be sent leaves the others waiting.
-			if sent, _ := r.again(); sent && s.readCopied != nil {
+			if sent, _ := r.send(); sent && s.readCopied != nil {
 				s.readCopied()
 			}
 			continue
@@ -215,38 +216,30 @@ type directRequest struct {
 // than it can take, times out). The asker calls done when it is finished.
 func (d *directReader) request(subject string, data []byte, max int) (*directRequest, error) {
 	r := &directRequest{d: d, subject: subject, data: data, answers: make(chan *nats.Msg, max)}
-	if err := r.send(); err != nil {
+	if _, err := r.send(); err != nil {
 		r.done()
 		return nil, err
 	}
 	return r, nil
 }
 
-// again sends another copy of the request, unless a copy has answered,
-// and reports whether it sent one.
-func (r *directRequest) again() (bool, error) {
-	r.d.mu.Lock()
-	answered := r.taken != ""
-	r.d.mu.Unlock()
-	if answered {
-		return false, nil
-	}
-	if err := r.send(); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// send publishes one copy of the request, with a reply token of its own.
-func (r *directRequest) send() error {
+// send publishes a copy of the request, with a reply token of its own,
+// unless a copy has answered, and reports whether it sent one. The check
+// and the token's registration share the lock deliver takes an answer
+// under, so no copy is registered after one was taken.
+func (r *directRequest) send() (bool, error) {
 	d := r.d
 	d.mu.Lock()
+	if r.taken != "" {
+		d.mu.Unlock()
+		return false, nil
+	}
 	if d.sub == nil {
 		inbox := d.nc.NewInbox() + "."
 		sub, err := d.nc.Subscribe(inbox+"*", d.deliver)
 		if err != nil {
 			d.mu.Unlock()
-			return err
+			return false, err
 		}
 		d.sub, d.inbox = sub, inbox
 	}
@@ -256,7 +249,10 @@ func (r *directRequest) send() error {
 	r.tokens = append(r.tokens, token)
 	reply := d.inbox + token
 	d.mu.Unlock()
-	return d.nc.PublishRequest(r.subject, reply, r.data)
+	if err := d.nc.PublishRequest(r.subject, reply, r.data); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // done forgets the request: answers that still come are dropped.
@@ -274,17 +270,13 @@ func (d *directReader) deliver(m *nats.Msg) {
 	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	d.mu.Lock()
 	r := d.waiting[token]
-	switch {
-	case r == nil:
-	case r.taken == "":
+	if r != nil && r.taken == "" {
 		r.taken = token
 		for _, t := range r.tokens {
 			if t != token {
 				delete(d.waiting, t)
 			}
 		}
-	case r.taken != token:
-		r = nil // a copy sent as another answered (again raced deliver)
 	}
 	d.mu.Unlock()
 	if r == nil {
