@@ -19,6 +19,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/internal/useragent"
 	"github.com/tgnotify/tgnotify/internal/workerd"
 	maxchannel "github.com/tgnotify/tgnotify/pkg/channel/max"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
@@ -76,7 +77,10 @@ func spec(f *flags) workerd.Spec {
 			if err != nil {
 				return nil, daemon.UsageError{Err: fmt.Errorf("bot token: %w", err)}
 			}
-			opts := []maxapi.Option{maxapi.WithBaseURL(f.apiURL), maxapi.WithLogger(log)}
+			// The User-Agent names the process: the chaos harness matches a
+			// 429 to the worker it killed.
+			opts := []maxapi.Option{maxapi.WithBaseURL(f.apiURL), maxapi.WithLogger(log),
+				maxapi.WithUserAgent(useragent.Of("max-worker", os.Getpid()))}
 			if f.caFile != "" {
 				opts = append(opts, maxapi.WithCAFile(f.caFile))
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/internal/useragent"
 	"github.com/tgnotify/tgnotify/internal/workerd"
 	"github.com/tgnotify/tgnotify/pkg/channel/sms"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
@@ -88,7 +89,10 @@ func spec(f *flags) workerd.Spec {
 			if err != nil {
 				return nil, daemon.UsageError{Err: fmt.Errorf("auth token: %w", err)}
 			}
-			opts := []twilio.Option{twilio.WithBaseURL(f.apiURL), twilio.WithLogger(log)}
+			// The User-Agent names the process: the chaos harness matches a
+			// 429 to the worker it killed.
+			opts := []twilio.Option{twilio.WithBaseURL(f.apiURL), twilio.WithLogger(log),
+				twilio.WithUserAgent(useragent.Of("sms-worker", os.Getpid()))}
 			if f.from != "" {
 				opts = append(opts, twilio.WithFrom(f.from))
 			} else {

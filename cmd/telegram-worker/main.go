@@ -25,6 +25,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/internal/useragent"
 	"github.com/tgnotify/tgnotify/internal/workerd"
 	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
@@ -197,7 +198,7 @@ func spec(f *flags) workerd.Spec {
 			// The User-Agent names the process: the chaos harness matches a
 			// 429 to the worker it killed.
 			api, err := botapi.New(token, botapi.WithBaseURL(f.apiURL), botapi.WithLogger(log),
-				botapi.WithUserAgent(telegram.UserAgent(os.Getpid())))
+				botapi.WithUserAgent(useragent.Of("telegram-worker", os.Getpid())))
 			if err != nil {
 				return nil, daemon.UsageError{Err: fmt.Errorf("bot API client: %w", err)}
 			}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/useragent"
 )
 
 // DefaultBaseURL is Telegram's Bot API endpoint.
@@ -61,18 +63,14 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithUserAgent sets the User-Agent header of every request (by default Go's
-// own). The telegram worker names itself and its process id there, so that
-// a provider's log, or a test harness that kills processes, can tell which
-// process sent a request. It must be non-empty printable ASCII.
+// own). The telegram worker names itself and its process id there
+// (internal/useragent), so that a provider's log, or a test harness that
+// kills processes, can tell which process sent a request. It must be
+// non-empty printable ASCII.
 func WithUserAgent(ua string) Option {
 	return func(o *options) error {
-		if ua == "" {
-			return errors.New("WithUserAgent: empty User-Agent")
-		}
-		for i := 0; i < len(ua); i++ {
-			if ua[i] < ' ' || ua[i] > '~' {
-				return fmt.Errorf("WithUserAgent: byte %d of the User-Agent is not printable ASCII", i)
-			}
+		if err := useragent.Check(ua); err != nil {
+			return fmt.Errorf("WithUserAgent: %w", err)
 		}
 		o.userAgent = ua
 		return nil

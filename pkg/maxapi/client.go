@@ -39,6 +39,8 @@ type Client struct {
 	gated   bool
 	timeout time.Duration
 	logger  *slog.Logger
+	// userAgent is the User-Agent header, or "" for Go's default.
+	userAgent string
 }
 
 // New returns a client for the bot with the given token: the raw token
@@ -73,12 +75,13 @@ func New(token string, opts ...Option) (*Client, error) {
 	}
 	tok := secret(token)
 	return &Client{
-		token:   &tok,
-		baseURL: base,
-		http:    o.httpClient,
-		gated:   gated,
-		timeout: o.timeout,
-		logger:  o.logger.With("component", "maxapi"),
+		token:     &tok,
+		baseURL:   base,
+		http:      o.httpClient,
+		gated:     gated,
+		timeout:   o.timeout,
+		logger:    o.logger.With("component", "maxapi"),
+		userAgent: o.userAgent,
 	}, nil
 }
 
@@ -328,6 +331,9 @@ func (c *Client) do(ctx context.Context, op, method, path string, body, result a
 	}
 	req.Header.Set("Authorization", string(*c.token))
 	req.Header.Set("Accept", "application/json")
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/useragent"
 	"github.com/tgnotify/tgnotify/pkg/maxapi"
 	"github.com/tgnotify/tgnotify/pkg/maxapi/emulator"
 )
@@ -541,5 +543,35 @@ func TestBasePathPrefix(t *testing.T) {
 	}
 	if _, err := c.GetMe(t.Context()); err != nil {
 		t.Errorf("GetMe through a path prefix: %v", err)
+	}
+}
+
+// WithUserAgent names the sender in every request, which the emulator
+// records for a request sent inside a pause and for the 429 that announced
+// it; a bad User-Agent is refused.
+func TestUserAgent(t *testing.T) {
+	t.Parallel()
+	if _, err := maxapi.New(testToken, maxapi.WithUserAgent("")); err == nil {
+		t.Error("New with an empty User-Agent succeeded")
+	}
+	if _, err := maxapi.New(testToken, maxapi.WithUserAgent("worker\nX-Injected: 1")); err == nil {
+		t.Error("New with a User-Agent holding a newline succeeded")
+	}
+	var now atomic.Int64
+	now.Store(time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC).UnixNano())
+	ua := useragent.Of("max-worker", 42)
+	b := setup(t, emulator.Config{Now: func() time.Time { return time.Unix(0, now.Load()).UTC() }}, maxapi.WithUserAgent(ua))
+	if err := b.emu.OpenPause(emulator.PauseRequest{RetryAfter: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := b.client.GetMe(t.Context()); err == nil {
+			t.Fatalf("GetMe %d inside the pause succeeded", i)
+		}
+		now.Add(int64(emulator.SenderReactionTime))
+	}
+	q := b.emu.Stats().SentInPauseRequests
+	if len(q) != 1 || q[0].UserAgent != ua || len(q[0].Openers) != 1 || q[0].Openers[0].UserAgent != ua {
+		t.Errorf("requests sent inside the pause: %+v, want one by %q after a 429 to %q", q, ua, ua)
 	}
 }

@@ -3,9 +3,12 @@ package maxapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/useragent"
 )
 
 // DefaultBaseURL is MAX's Bot API endpoint since 2026 (platform-api.max.ru
@@ -24,6 +27,7 @@ type options struct {
 	caFile     string
 	timeout    time.Duration
 	logger     *slog.Logger
+	userAgent  string
 }
 
 // WithBaseURL points the client at another server, such as the emulator:
@@ -75,6 +79,21 @@ func WithTimeout(d time.Duration) Option {
 			return errors.New("WithTimeout: timeout must be positive")
 		}
 		o.timeout = d
+		return nil
+	}
+}
+
+// WithUserAgent sets the User-Agent header of every request (by default Go's
+// own). The max-worker names itself and its process id there
+// (internal/useragent), so that a provider's log, or a test harness that
+// kills processes, can tell which process sent a request. It must be
+// non-empty printable ASCII.
+func WithUserAgent(ua string) Option {
+	return func(o *options) error {
+		if err := useragent.Check(ua); err != nil {
+			return fmt.Errorf("WithUserAgent: %w", err)
+		}
+		o.userAgent = ua
 		return nil
 	}
 }

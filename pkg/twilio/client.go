@@ -46,6 +46,8 @@ type Client struct {
 	gated   bool
 	timeout time.Duration
 	logger  *slog.Logger
+	// userAgent is the User-Agent header, or "" for Go's default.
+	userAgent string
 }
 
 // New returns a client for the account with the given Account SID (AC
@@ -92,6 +94,7 @@ func New(accountSID, authToken string, opts ...Option) (*Client, error) {
 		gated:            gated,
 		timeout:          o.timeout,
 		logger:           o.logger.With("component", "twilio"),
+		userAgent:        o.userAgent,
 	}, nil
 }
 
@@ -270,6 +273,9 @@ func (c *Client) do(ctx context.Context, op, method, path string, form url.Value
 	}
 	req.SetBasicAuth(string(c.creds.accountSID), string(c.creds.authToken))
 	req.Header.Set("Accept", "application/json")
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}

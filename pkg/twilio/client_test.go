@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/useragent"
 	"github.com/tgnotify/tgnotify/pkg/twilio"
 	"github.com/tgnotify/tgnotify/pkg/twilio/emulator"
 )
@@ -501,5 +503,36 @@ func TestMaskPhone(t *testing.T) {
 		if got := twilio.MaskPhone(in); got != want {
 			t.Errorf("MaskPhone(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// WithUserAgent names the sender in every request, which the emulator
+// records for a request sent inside a pause and for the 429 that announced
+// it; a bad User-Agent is refused.
+func TestUserAgent(t *testing.T) {
+	t.Parallel()
+	from := twilio.WithFrom(testFrom)
+	if _, err := twilio.New(testSID, testToken, from, twilio.WithUserAgent("")); err == nil {
+		t.Error("New with an empty User-Agent succeeded")
+	}
+	if _, err := twilio.New(testSID, testToken, from, twilio.WithUserAgent("worker\nX-Injected: 1")); err == nil {
+		t.Error("New with a User-Agent holding a newline succeeded")
+	}
+	var now atomic.Int64
+	now.Store(time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC).UnixNano())
+	ua := useragent.Of("sms-worker", 42)
+	b := setup(t, emulator.Config{Now: func() time.Time { return time.Unix(0, now.Load()).UTC() }}, twilio.WithUserAgent(ua))
+	if err := b.emu.OpenPause(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := b.client.Send(t.Context(), testTo, "Order A1 accepted"); err == nil {
+			t.Fatalf("Send %d inside the pause succeeded", i)
+		}
+		now.Add(int64(emulator.SenderReactionTime))
+	}
+	q := b.emu.Stats().InPauseRequests
+	if len(q) != 1 || q[0].UserAgent != ua || q[0].To != testTo || q[0].Opener.UserAgent != ua || q[0].Opener.To != testTo {
+		t.Errorf("requests sent inside the pause: %+v, want one to %s by %q after a 429 to the same", q, testTo, ua)
 	}
 }

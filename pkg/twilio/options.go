@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"regexp"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/useragent"
 )
 
 // DefaultBaseURL is Twilio's REST API endpoint.
@@ -24,6 +26,7 @@ type options struct {
 	httpClient       *http.Client
 	timeout          time.Duration
 	logger           *slog.Logger
+	userAgent        string
 	from             string
 	messagingService string
 }
@@ -70,6 +73,21 @@ func WithTimeout(d time.Duration) Option {
 			return errors.New("WithTimeout: timeout must be positive")
 		}
 		o.timeout = d
+		return nil
+	}
+}
+
+// WithUserAgent sets the User-Agent header of every request (by default Go's
+// own). The sms-worker names itself and its process id there
+// (internal/useragent), so that a provider's log, or a test harness that
+// kills processes, can tell which process sent a request. It must be
+// non-empty printable ASCII.
+func WithUserAgent(ua string) Option {
+	return func(o *options) error {
+		if err := useragent.Check(ua); err != nil {
+			return fmt.Errorf("WithUserAgent: %w", err)
+		}
+		o.userAgent = ua
 		return nil
 	}
 }

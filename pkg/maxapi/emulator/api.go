@@ -99,8 +99,11 @@ func endpointOf(r *http.Request) string {
 
 // arrivalVerdict is what serveAPI judged of a request when it arrived.
 type arrivalVerdict struct {
+	at          time.Time     // when the request arrived
+	userAgent   string        // its User-Agent header
 	sentInPause bool          // sent after a 429 announcing a pause in force had been written
 	remaining   time.Duration // how much of that pause was left
+	record      int           // its index in Stats.SentInPauseRequests when sentInPause, or -1
 }
 
 // serveAPI answers the MAX API. The order of checks is: latency, outage,
@@ -117,12 +120,18 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 	// arrived, judged before any simulated latency. A request that arrives
 	// after a pause was decided but sooner crossed the answer and is
 	// counted apart.
-	var arrival arrivalVerdict
+	arrival := arrivalVerdict{at: e.now(), userAgent: r.UserAgent(), record: -1}
 	if endpoint != EndpointOther {
-		now := e.now().UnixNano()
-		if known, left := e.limiter.knownAt(now); known {
+		now := arrival.at.UnixNano()
+		if known, left, openers := e.limiter.knownAt(now); known {
 			arrival.sentInPause, arrival.remaining = true, left
 			e.stats.SentInPause++
+			if len(e.stats.SentInPauseRequests) < MaxSentInPauseKept {
+				arrival.record = len(e.stats.SentInPauseRequests)
+				e.stats.SentInPauseRequests = append(e.stats.SentInPauseRequests, SentInPause{
+					Endpoint: endpoint, Arrived: arrival.at, PauseLeft: left, UserAgent: arrival.userAgent, Openers: openers,
+				})
+			}
 		} else if e.limiter.pausedAt(now) {
 			e.stats.SentCrossing429++
 		}
@@ -233,7 +242,10 @@ func (e *Emulator) rateLimited(w http.ResponseWriter, r *http.Request, v verdict
 	// connection. A sender that is gone never learns of it.
 	if err := http.NewResponseController(w).Flush(); err == nil {
 		e.mu.Lock()
-		e.limiter.answered(e.now().UnixNano(), v.until)
+		at := e.now()
+		e.limiter.answered(at.UnixNano(), v.until, PauseOpener{
+			Endpoint: endpointOf(r), Recipient: recipient, Arrived: arrival.at, Answered: at, UserAgent: arrival.userAgent,
+		})
 		e.mu.Unlock()
 	}
 }
@@ -300,6 +312,13 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 	if err != nil {
 		e.reply(w, r, http.StatusBadRequest, badRequest("%v", err))
 		return
+	}
+	if arrival.record >= 0 {
+		e.mu.Lock()
+		if q := e.stats.SentInPauseRequests; arrival.record < len(q) && q[arrival.record].Arrived.Equal(arrival.at) { // not reset since
+			q[arrival.record].Recipient = to.String()
+		}
+		e.mu.Unlock()
 	}
 	var noPreview bool
 	if v := r.URL.Query().Get("disable_link_preview"); v != "" {

@@ -86,8 +86,12 @@ func (r rule) take(tat, now int64) int64 { return max(tat, now) + r.interval }
 const SenderReactionTime = 5 * time.Millisecond
 
 // knownPause is a pause whose 429 has been written: a request arriving in
-// [from, until) was sent by a sender that could have known of it.
-type knownPause struct{ from, until int64 }
+// [from, until) was sent by a sender that could have known of it. opener
+// is the request the 429 answered.
+type knownPause struct {
+	from, until int64
+	opener      PauseOpener
+}
 
 // verdict is the limiter's answer to one request.
 type verdict struct {
@@ -122,10 +126,14 @@ func ceilSeconds(ns int64) int64 {
 func (l *limiter) pausedAt(now int64) bool { return now < l.pauseUntil }
 
 // knownAt reports whether a pause that its sender could have read by now is
-// in force at now, and how much of it is left.
-func (l *limiter) knownAt(now int64) (bool, time.Duration) {
+// in force at now, how much of it is left, and the requests whose 429s
+// announced the pauses in force.
+func (l *limiter) knownAt(now int64) (bool, time.Duration, []PauseOpener) {
 	live := l.known[:0]
-	var left int64
+	var (
+		left    int64
+		openers []PauseOpener
+	)
 	for _, k := range l.known {
 		if k.until <= now {
 			continue
@@ -133,17 +141,19 @@ func (l *limiter) knownAt(now int64) (bool, time.Duration) {
 		live = append(live, k)
 		if k.from <= now {
 			left = max(left, k.until-now)
+			openers = append(openers, k.opener)
 		}
 	}
+	clear(l.known[len(live):])
 	l.known = live
-	return left > 0, time.Duration(left)
+	return left > 0, time.Duration(left), openers
 }
 
 // answered records that the 429 announcing a pause that ends at until was
-// written to its sender's connection at now.
-func (l *limiter) answered(now, until int64) {
+// written at now to the connection of the request opener.
+func (l *limiter) answered(now, until int64, opener PauseOpener) {
 	if until > now {
-		l.known = append(l.known, knownPause{from: now + int64(SenderReactionTime), until: until})
+		l.known = append(l.known, knownPause{from: now + int64(SenderReactionTime), until: until, opener: opener})
 	}
 }
 

@@ -2,6 +2,7 @@ package emulator_test
 
 import (
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -125,5 +126,58 @@ func TestSentInPause(t *testing.T) {
 	st := e.emu.Stats()
 	if st.SentCrossing429 != 1 || st.SentInPause != 1 || st.InPause != 2 {
 		t.Errorf("stats %+v: want 1 crossing, 1 sent in the pause, 2 decided in it", st)
+	}
+}
+
+// A request sent inside a pause whose 429 its sender could have read is
+// described with the 429s that announced the pause, so that a harness can
+// tell whether the sender could have held it back; one that crossed the
+// 429 is only counted.
+func TestSentInPauseRequestsNameTheirOpeners(t *testing.T) {
+	t.Parallel()
+	e := setup(t, emulator.Config{})
+	if err := e.emu.OpenPause(emulator.PauseRequest{RetryAfter: 3}); err != nil {
+		t.Fatal(err)
+	}
+	opened := e.clock.Now()
+	if a := e.send("user_id=1", "announces"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("first request: %d, want 429", a.status)
+	}
+	if a := e.send("chat_id=-7", "crosses"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("crossing request: %d, want 429", a.status)
+	}
+	e.clock.Advance(emulator.SenderReactionTime)
+	if a := e.send("user_id=2", "inside"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("request inside: %d, want 429", a.status)
+	}
+	e.clock.Advance(time.Second)
+	if a := e.do(http.MethodGet, "/me", "", ""); a.status != http.StatusTooManyRequests {
+		t.Fatalf("GET /me inside: %d, want 429", a.status)
+	}
+	st := e.emu.Stats()
+	if st.SentInPause != 2 || st.SentCrossing429 != 1 || len(st.SentInPauseRequests) != 2 {
+		t.Fatalf("stats: sent in pause %d, crossing %d, described %d; want 2, 1, 2", st.SentInPause, st.SentCrossing429, len(st.SentInPauseRequests))
+	}
+	// Every 429 written tells its sender of the pause, the one to the
+	// crossing request and the one to the request inside it too.
+	ua := "Go-http-client/1.1"
+	u1 := emulator.PauseOpener{Endpoint: emulator.EndpointSend, Recipient: "u1", Arrived: opened, Answered: opened, UserAgent: ua}
+	c7 := emulator.PauseOpener{Endpoint: emulator.EndpointSend, Recipient: "c-7", Arrived: opened, Answered: opened, UserAgent: ua}
+	inside := opened.Add(emulator.SenderReactionTime)
+	u2 := emulator.PauseOpener{Endpoint: emulator.EndpointSend, Recipient: "u2", Arrived: inside, Answered: inside, UserAgent: ua}
+	for i, want := range []emulator.SentInPause{
+		{Endpoint: emulator.EndpointSend, Recipient: "u2", Arrived: inside, PauseLeft: 3*time.Second - emulator.SenderReactionTime,
+			UserAgent: ua, Openers: []emulator.PauseOpener{u1, c7}},
+		{Endpoint: emulator.EndpointMe, Arrived: inside.Add(time.Second), PauseLeft: 2*time.Second - emulator.SenderReactionTime,
+			UserAgent: ua, Openers: []emulator.PauseOpener{u1, c7, u2}},
+	} {
+		if got := st.SentInPauseRequests[i]; !reflect.DeepEqual(got, want) {
+			t.Errorf("request %d: %+v\nwant %+v", i, got, want)
+		}
+	}
+	// Stats returns a copy: changing it changes nothing in the emulator.
+	st.SentInPauseRequests[0].Openers[0].Recipient = "changed"
+	if again := e.emu.Stats(); again.SentInPauseRequests[0].Openers[0].Recipient != "u1" {
+		t.Errorf("Stats shares its openers with the emulator")
 	}
 }

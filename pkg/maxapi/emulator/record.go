@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -69,6 +70,12 @@ type Stats struct {
 	// pause. It is the figure a pausing sender keeps at zero whatever its
 	// concurrency. Each one is logged at WARN level.
 	SentInPause int64 `json:"sent_in_pause"`
+	// SentInPauseRequests describes the first MaxSentInPauseKept requests
+	// counted in SentInPause: who sent each, and the 429s that announced
+	// the pauses in force, so that a harness that kills workers can tell a
+	// request its sender could not have held back from one it sent
+	// knowing of the pause.
+	SentInPauseRequests []SentInPause `json:"sent_in_pause_requests,omitempty"`
 	// SentCrossing429 counts requests that arrived after a pause had been
 	// decided but before its sender could have read the 429 announcing it:
 	// they crossed the answer, and no sender could have held them back.
@@ -89,9 +96,49 @@ type Stats struct {
 	MessagesKept int `json:"messages_kept"`
 }
 
+// MaxSentInPauseKept bounds Stats.SentInPauseRequests.
+const MaxSentInPauseKept = 100
+
+// SentInPause is one request that arrived inside a pause whose 429 had
+// been written (counted in Stats.SentInPause).
+type SentInPause struct {
+	// Endpoint is EndpointSend or EndpointMe.
+	Endpoint string `json:"endpoint"`
+	// Recipient is the message's recipient (u<user id> or c<chat id>);
+	// empty for GET /me, or when the request names no valid recipient.
+	Recipient string `json:"recipient,omitempty"`
+	// Arrived is when the request arrived, on the emulator's clock.
+	Arrived time.Time `json:"arrived"`
+	// PauseLeft is how much of the pause was left then.
+	PauseLeft time.Duration `json:"pause_left"`
+	// UserAgent is the request's User-Agent header.
+	UserAgent string `json:"user_agent,omitempty"`
+	// Openers are the requests whose 429s announced the pauses in force.
+	Openers []PauseOpener `json:"openers"`
+}
+
+// PauseOpener is a request answered with a 429 that announced a pause.
+type PauseOpener struct {
+	// Endpoint and Recipient are as in SentInPause.
+	Endpoint  string `json:"endpoint"`
+	Recipient string `json:"recipient,omitempty"`
+	// Arrived is when the request arrived; Answered when its 429 was
+	// written to the connection. A sender that died in between never read
+	// it: the write to a closed connection succeeds all the same.
+	Arrived  time.Time `json:"arrived"`
+	Answered time.Time `json:"answered"`
+	// UserAgent is the request's User-Agent header: the max worker puts
+	// its process id there.
+	UserAgent string `json:"user_agent,omitempty"`
+}
+
 // clone returns a deep copy.
 func (s *Stats) clone() Stats {
 	c := *s
+	c.SentInPauseRequests = slices.Clone(s.SentInPauseRequests)
+	for i := range c.SentInPauseRequests {
+		c.SentInPauseRequests[i].Openers = slices.Clone(c.SentInPauseRequests[i].Openers)
+	}
 	c.ByEndpoint = maps.Clone(s.ByEndpoint)
 	c.ByCode = maps.Clone(s.ByCode)
 	c.ByFault = maps.Clone(s.ByFault)

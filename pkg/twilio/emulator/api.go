@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -110,6 +112,26 @@ func route(path string) (sid string, which int) {
 	return "", routeNone
 }
 
+// peekTo returns the To parameter of a request's form body without
+// consuming it: the body is read (up to maxFormBytes) and put back in front
+// of what is left of it, so that createMessage reads it as it came. It
+// returns "" for a body that is not a form.
+func peekTo(r *http.Request) string {
+	if r.Body == nil || r.Body == http.NoBody {
+		return ""
+	}
+	data, _ := io.ReadAll(io.LimitReader(r.Body, maxFormBytes))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(data), r.Body), r.Body}
+	q, err := url.ParseQuery(string(data))
+	if err != nil {
+		return ""
+	}
+	return q.Get("To")
+}
+
 // serveAPI answers the Twilio API. The order of checks is: concurrency,
 // latency, outage, authentication (401), resource (404), method (405),
 // limits (429), then the request's parameters and recipient.
@@ -119,9 +141,16 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 	e.inFlight++
 	e.stats.MaxConcurrent = max(e.stats.MaxConcurrent, e.inFlight)
 	arrival := e.now()
-	inPause := e.limiter.knownPause(arrival)
+	inPause, left, opener := e.limiter.knownPause(arrival)
+	record := -1
 	if inPause {
 		e.stats.InPause++
+		if len(e.stats.InPauseRequests) < MaxInPauseKept {
+			record = len(e.stats.InPauseRequests)
+			e.stats.InPauseRequests = append(e.stats.InPauseRequests, InPauseRequest{
+				Arrived: arrival, PauseLeft: left, UserAgent: r.UserAgent(), Opener: opener,
+			})
+		}
 	}
 	overConcurrent := e.cfg.Limits.Enabled && e.inFlight > int64(e.cfg.Limits.MaxConcurrent)
 	e.mu.Unlock()
@@ -132,6 +161,14 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}()
 	if inPause {
 		e.log.LogAttrs(r.Context(), slog.LevelWarn, "request sent inside an announced 429 pause", slog.String("path", e.logPath(r.URL.Path)))
+		if record >= 0 {
+			to := peekTo(r)
+			e.mu.Lock()
+			if q := e.stats.InPauseRequests; record < len(q) && q[record].Arrived.Equal(arrival) { // not reset since
+				q[record].To = to
+			}
+			e.mu.Unlock()
+		}
 	}
 	if overConcurrent {
 		e.reply(w, r, e.tooMany("Too Many Requests", time.Second))
@@ -198,10 +235,16 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 	v := e.limiter.admit(e.now())
 	e.mu.Unlock()
 	if !v.ok {
+		// Read the recipient before answering: the body may be gone after.
+		op := PauseOpener{Arrived: arrival, UserAgent: r.UserAgent()}
+		if v.announces && which == routeMessages {
+			op.To = peekTo(r)
+		}
 		e.reply(w, r, e.tooMany("Too Many Requests", v.retryAfter))
 		if v.announces {
 			e.mu.Lock()
-			e.limiter.answered(e.now())
+			op.Answered = e.now()
+			e.limiter.answered(op.Answered, op)
 			e.mu.Unlock()
 		}
 		return

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -325,8 +326,20 @@ func TestPause(t *testing.T) {
 	if a := b.send(t, msg(to, "x")); a.status != 201 {
 		t.Errorf("after the pause: %d %v", a.status, a.json)
 	}
-	if s := b.emu.Stats(); s.InPause != 1 || s.RateLimited != 2 {
+	s := b.emu.Stats()
+	if s.InPause != 1 || s.RateLimited != 2 {
 		t.Errorf("InPause %d, RateLimited %d; want 1 and 2", s.InPause, s.RateLimited)
+	}
+	// The request inside the pause is described with the 429 that
+	// announced it, so that a harness can tell whether its sender could
+	// have held it back.
+	start := clk.Now().Add(-2 * time.Second)
+	want := []emulator.InPauseRequest{{
+		To: to, Arrived: start.Add(time.Second), PauseLeft: time.Second, UserAgent: "Go-http-client/1.1",
+		Opener: emulator.PauseOpener{To: to, Arrived: start, Answered: start, UserAgent: "Go-http-client/1.1"},
+	}}
+	if !reflect.DeepEqual(s.InPauseRequests, want) {
+		t.Errorf("InPauseRequests %+v\nwant %+v", s.InPauseRequests, want)
 	}
 }
 

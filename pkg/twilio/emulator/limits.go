@@ -111,8 +111,10 @@ type limiter struct {
 	// announces.
 	pending time.Duration
 	// pauseUntil ends the announced pause; knownFrom is when its sender
-	// could have read the 429 that announced it (zero until written).
+	// could have read the 429 that announced it (zero until written), and
+	// opener is the request that 429 answered.
 	pauseUntil, knownFrom time.Time
+	opener                PauseOpener
 	// queues maps a sender to when its queue will be empty.
 	queues map[string]time.Time
 }
@@ -167,17 +169,22 @@ func (l *limiter) admit(now time.Time) verdict {
 	return verdict{ok: true}
 }
 
-// answered records that the 429 announcing the pause was written at now.
-func (l *limiter) answered(now time.Time) {
+// answered records that the 429 announcing the pause was written at now
+// to the connection of the request opener.
+func (l *limiter) answered(now time.Time, opener PauseOpener) {
 	if l.knownFrom.IsZero() && now.Before(l.pauseUntil) {
-		l.knownFrom = now.Add(SenderReactionTime)
+		l.knownFrom, l.opener = now.Add(SenderReactionTime), opener
 	}
 }
 
 // knownPause reports whether a request arriving at now was sent inside a
-// pause its sender could have known of.
-func (l *limiter) knownPause(now time.Time) bool {
-	return !l.knownFrom.IsZero() && !now.Before(l.knownFrom) && now.Before(l.pauseUntil)
+// pause its sender could have known of, how much of it is left, and the
+// request whose 429 announced it.
+func (l *limiter) knownPause(now time.Time) (bool, time.Duration, PauseOpener) {
+	if l.knownFrom.IsZero() || now.Before(l.knownFrom) || !now.Before(l.pauseUntil) {
+		return false, 0, PauseOpener{}
+	}
+	return true, l.pauseUntil.Sub(now), l.opener
 }
 
 // enqueue puts a message of segments on sender's queue and returns when

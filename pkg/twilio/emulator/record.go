@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -52,6 +53,12 @@ type Stats struct {
 	// had been written SenderReactionTime before or more: requests sent by
 	// a sender that could have known better.
 	InPause int64 `json:"in_pause"`
+	// InPauseRequests describes the first MaxInPauseKept requests counted
+	// in InPause: who sent each, to whom, and the 429 that announced the
+	// pause, so that a harness that kills workers can tell a request its
+	// sender could not have held back from one it sent knowing of the
+	// pause.
+	InPauseRequests []InPauseRequest `json:"in_pause_requests,omitempty"`
 	// AuthFailures counts 401 answers.
 	AuthFailures int64 `json:"auth_failures"`
 	// Created counts created messages, including those whose answer was
@@ -75,9 +82,44 @@ type Stats struct {
 	MessagesKept int `json:"messages_kept"`
 }
 
+// MaxInPauseKept bounds Stats.InPauseRequests.
+const MaxInPauseKept = 100
+
+// InPauseRequest is one request that arrived inside a pause whose 429 had
+// been written SenderReactionTime before or more (counted in
+// Stats.InPause).
+type InPauseRequest struct {
+	// To is the message's To parameter; empty for a request that creates
+	// no message (the account's) or names no recipient.
+	To string `json:"to,omitempty"`
+	// Arrived is when the request arrived, on the emulator's clock.
+	Arrived time.Time `json:"arrived"`
+	// PauseLeft is how much of the pause was left then.
+	PauseLeft time.Duration `json:"pause_left"`
+	// UserAgent is the request's User-Agent header.
+	UserAgent string `json:"user_agent,omitempty"`
+	// Opener is the request whose 429 announced the pause.
+	Opener PauseOpener `json:"opener"`
+}
+
+// PauseOpener is a request answered with the 429 that announced a pause.
+type PauseOpener struct {
+	// To is as in InPauseRequest.
+	To string `json:"to,omitempty"`
+	// Arrived is when the request arrived; Answered when its 429 was
+	// written to the connection. A sender that died in between never read
+	// it: the write to a closed connection succeeds all the same.
+	Arrived  time.Time `json:"arrived"`
+	Answered time.Time `json:"answered"`
+	// UserAgent is the request's User-Agent header: the sms worker puts
+	// its process id there.
+	UserAgent string `json:"user_agent,omitempty"`
+}
+
 // clone returns a deep copy.
 func (s *Stats) clone() Stats {
 	c := *s
+	c.InPauseRequests = slices.Clone(s.InPauseRequests)
 	c.ByCode = maps.Clone(s.ByCode)
 	c.ByErrorCode = maps.Clone(s.ByErrorCode)
 	c.ByFault = maps.Clone(s.ByFault)

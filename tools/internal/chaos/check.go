@@ -13,7 +13,6 @@ import (
 	"github.com/tgnotify/tgnotify/internal/system"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/channel/email"
-	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	maxemu "github.com/tgnotify/tgnotify/pkg/maxapi/emulator"
@@ -147,7 +146,10 @@ type Figures struct {
 	// SentInPauseCrossed counts those the worker that read the 429 had in
 	// flight with the answered request, by its log (checkPauses).
 	SentInPauseCrossed int64
-	Latency            []time.Duration // commit → first copy
+	// PauseCrossed and PauseDeadSender count the same per channel
+	// (telegram, max, sms).
+	PauseCrossed, PauseDeadSender map[string]int64
+	Latency                       []time.Duration // commit → first copy
 	// Silences are the fault phase's longest stretches without any
 	// delivery while an order waited, longest first (at most
 	// maxSilences), each with the faults under way then.
@@ -1069,124 +1071,6 @@ func (r *Result) checkEventsTold() {
 	r.add(len(f.DeliveredNoEvent) == 0,
 		fmt.Sprintf("the application was told of every delivered order: %d delivered, %d without a delivered event", f.Delivered, len(f.DeliveredNoEvent)),
 		f.DeliveredNoEvent)
-}
-
-// checkPauses checks that no provider got a request sent inside a 429
-// pause it had announced, that is after the 429 announcing it had been
-// answered. The emulators log each such request. The Telegram emulator
-// counts a request as sent inside a pause when it arrives
-// emulator.SenderReactionTime after the 429 was written or later; two
-// Telegram cases are explained, not failed, when they hold for every pause
-// the request was sent in:
-//
-//   - Crossed: the worker that sent the request is the one that read the
-//     429, and its log names the request's chat among those it had in
-//     flight while the answered request was (pkg/delivery, crossing.go):
-//     admitted before the worker read the 429, it was on its way when the
-//     429 came, and arrives late only when the machine is slow (a CI run
-//     saw one 10 ms after the 429).
-//   - Dead sender: the 429 was announced to a telegram worker that had
-//     been SIGKILLed after sending the request the 429 answered and before
-//     it could react to the 429: before it was written, or less than
-//     emulator.SenderReactionTime after. The write to the dead worker's
-//     connection succeeds, or the bytes sit unread in its socket, so the
-//     emulator counts the pause as known, but no live process could have
-//     learned of it: the worker records a pause for the others in
-//     notify_chats, a round trip to the cluster after it has read the 429
-//     (found by the long cluster run on ee19a8a: a worker SIGKILLed 1.6 ms
-//     after its 429 was written, its successor sending into the pause 1.8 s
-//     later).
-func (r *Result) checkPauses(o Observed) {
-	s, m, t := o.Emulator, o.MaxEmulator, o.SMSEmulator
-	var (
-		dead, crossed int64
-		problems      []string
-	)
-	for _, q := range s.SentInPauseRequests {
-		why, k, ok := explainSentInPause(q, o.Kills, o.Crossings)
-		if ok {
-			if k == deadSender {
-				dead++
-			} else {
-				crossed++
-			}
-			problems = append(problems, fmt.Sprintf("explained: chat %d at %s, %v of the pause left: %s",
-				q.ChatID, q.Arrived.Format(time.TimeOnly+".000"), q.PauseLeft.Round(time.Millisecond), why))
-			continue
-		}
-		problems = append(problems, fmt.Sprintf("chat %d at %s by %q, %v of the pause left, announced by %s",
-			q.ChatID, q.Arrived.Format(time.TimeOnly+".000"), q.UserAgent, q.PauseLeft.Round(time.Millisecond), openers(q.Openers)))
-	}
-	r.Figures.SentInPauseToDeadSender, r.Figures.SentInPauseCrossed = dead, crossed
-	unexplained := s.SentInAnyPause - dead - crossed
-	r.add(unexplained == 0 && m.SentInPause == 0 && t.InPause == 0,
-		fmt.Sprintf("no request sent inside an announced 429 pause: Telegram sent_in_any_pause %d, %d of them in flight with the request their worker's 429 answered (its log), %d in a pause announced only to a worker killed before it could read its 429 (429s %d, crossed the 429 on the wire within %v %d, in flight when announced %d, punished %d); MAX sent_in_pause %d (429s %d); SMS in_pause %d (429s %d)",
-			s.SentInAnyPause, crossed, dead, s.RateLimited, emulator.SenderReactionTime, s.SentCrossing429, s.InAnyPause, s.InPause, m.SentInPause, m.RateLimited, t.InPause, t.RateLimited),
-		problems)
-}
-
-// pauseExplanation says why a request sent inside a pause is not a fault.
-type pauseExplanation int
-
-const (
-	// deadSender: a pause was announced only to a worker killed before it
-	// could read the 429.
-	deadSender pauseExplanation = iota
-	// crossedOnTheWire: the sender had admitted the request before it read
-	// the 429 (and no pause in force was announced to a dead sender).
-	crossedOnTheWire
-)
-
-// explainSentInPause reports whether every pause request q was sent in is
-// explained: announced by a 429 written to a telegram worker killed before
-// it could read it, or read by the worker that sent q, which had q in
-// flight with the answered request. It says how, and which kind of explanation held (deadSender
-// when any pause needed it).
-func explainSentInPause(q emulator.SentInPause, kills []KillRecord, crossings []CrossingRecord) (string, pauseExplanation, bool) {
-	if len(q.Openers) == 0 {
-		return "", 0, false
-	}
-	sender, senderOK := telegram.PidOfUserAgent(q.UserAgent)
-	kind := crossedOnTheWire
-	var why []string
-	for _, op := range q.Openers {
-		pid, ok := telegram.PidOfUserAgent(op.UserAgent)
-		if !ok {
-			return "", 0, false
-		}
-		if senderOK && sender == pid {
-			if c, ok := crossedBy(crossings, pid, strconv.FormatInt(op.ChatID, 10), op.Arrived, strconv.FormatInt(q.ChatID, 10)); ok {
-				why = append(why, fmt.Sprintf("%s (pid %d) had it in flight with the request the 429 to chat %d answered (written %s, logged %s with %d in flight)",
-					c.Process, pid, op.ChatID, op.Answered.Format(time.TimeOnly+".000"), c.At.Format(time.TimeOnly+".000"), len(c.Crossed)))
-				continue
-			}
-		}
-		i := slices.IndexFunc(kills, func(k KillRecord) bool {
-			return k.Pid == pid && workerOf(k.Process, "telegram") && !k.At.Before(op.Arrived) && k.At.Before(op.Answered.Add(emulator.SenderReactionTime))
-		})
-		if i < 0 {
-			return "", 0, false
-		}
-		kind = deadSender
-		if d := op.Answered.Sub(kills[i].At); d >= 0 {
-			why = append(why, fmt.Sprintf("the 429 to chat %d was written %v after %s (pid %d) was killed",
-				op.ChatID, d.Round(100*time.Microsecond), kills[i].Process, pid))
-		} else {
-			why = append(why, fmt.Sprintf("%s (pid %d) was killed %v after the 429 to chat %d was written, within the %v a sender needs to react",
-				kills[i].Process, pid, (-d).Round(100*time.Microsecond), op.ChatID, emulator.SenderReactionTime))
-		}
-	}
-	return strings.Join(why, "; "), kind, true
-}
-
-// openers describes the requests whose 429s announced pauses.
-func openers(ops []emulator.PauseOpener) string {
-	out := make([]string, 0, len(ops))
-	for _, op := range ops {
-		out = append(out, fmt.Sprintf("the 429 to chat %d from %q, arrived %s, written %s",
-			op.ChatID, op.UserAgent, op.Arrived.Format(time.TimeOnly+".000"), op.Answered.Format(time.TimeOnly+".000")))
-	}
-	return strings.Join(out, "; ")
 }
 
 // checkBreaker checks that each full Telegram outage made at most as many

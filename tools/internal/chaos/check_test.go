@@ -12,10 +12,12 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/shop"
 	"github.com/tgnotify/tgnotify/internal/system"
+	"github.com/tgnotify/tgnotify/internal/useragent"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/channel/email"
-	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
+	maxemu "github.com/tgnotify/tgnotify/pkg/maxapi/emulator"
+	smsemu "github.com/tgnotify/tgnotify/pkg/twilio/emulator"
 )
 
 // world builds a consistent Observed by hand: orders, their outbox rows and
@@ -509,6 +511,9 @@ func TestEvaluateStreamOrder(t *testing.T) {
 	}
 }
 
+// tgUA is the User-Agent of the telegram worker with process id pid.
+func tgUA(pid int) string { return useragent.Of("telegram-worker", pid) }
+
 // A request inside a pause is explained only when every pause it was sent
 // in was announced to a telegram worker killed after sending the answered
 // request and before it could react to the 429: before the 429 was
@@ -521,8 +526,8 @@ func TestEvaluatePauseAnnouncedToAKilledWorker(t *testing.T) {
 		w.o.Kills = append(w.o.Kills, kill)
 		w.o.Emulator.SentInAnyPause = count
 		w.o.Emulator.SentInPauseRequests = []emulator.SentInPause{{
-			ChatID: 2_000_002, Arrived: w.at(1500), PauseLeft: 2 * time.Second, UserAgent: telegram.UserAgent(pid + 1),
-			Openers: []emulator.PauseOpener{{ChatID: 2_000_001, Arrived: w.at(1000), Answered: w.at(1100), UserAgent: telegram.UserAgent(pid)}},
+			ChatID: 2_000_002, Arrived: w.at(1500), PauseLeft: 2 * time.Second, UserAgent: tgUA(pid + 1),
+			Openers: []emulator.PauseOpener{{ChatID: 2_000_001, Arrived: w.at(1000), Answered: w.at(1100), UserAgent: tgUA(pid)}},
 		}}
 		return Evaluate(w.o)
 	}
@@ -571,8 +576,8 @@ func TestEvaluatePauseCrossedByAnAdmittedRequest(t *testing.T) {
 		w.o.Crossings = crossings
 		w.o.Emulator.SentInAnyPause = 1
 		w.o.Emulator.SentInPauseRequests = []emulator.SentInPause{{
-			ChatID: 2_000_002, Arrived: w.at(1110), PauseLeft: 2 * time.Second, UserAgent: telegram.UserAgent(sender),
-			Openers: []emulator.PauseOpener{{ChatID: 2_000_001, Arrived: w.at(1000), Answered: w.at(1100), UserAgent: telegram.UserAgent(pid)}},
+			ChatID: 2_000_002, Arrived: w.at(1110), PauseLeft: 2 * time.Second, UserAgent: tgUA(sender),
+			Openers: []emulator.PauseOpener{{ChatID: 2_000_001, Arrived: w.at(1000), Answered: w.at(1100), UserAgent: tgUA(pid)}},
 		}}
 		return Evaluate(w.o)
 	}
@@ -613,6 +618,97 @@ func TestEvaluatePauseCrossedByAnAdmittedRequest(t *testing.T) {
 	}
 }
 
+// MAX's and SMS's requests inside a pause are explained as Telegram's:
+// crossed, by the max or sms worker's log naming the recipient (an SMS
+// recipient by the hash of the number, as the worker logs it), or sent in
+// a pause announced to a killed worker. Anything else fails the check,
+// and so does a request the emulator counted but could not describe.
+func TestEvaluatePauseOnMAXAndSMS(t *testing.T) {
+	const pid = 5151
+	phone, other := "+79990000001", "+79990000002"
+	type setup struct {
+		sender    int
+		crossings []CrossingRecord
+		kills     []KillRecord
+		count     int64
+	}
+	maxRun := func(w *world, s setup) Result {
+		w.order("A1", 2_000_001)
+		w.deliver("A1", 2_000_001, 100, false)
+		w.o.Crossings, w.o.Kills = s.crossings, s.kills
+		w.o.MaxEmulator.SentInPause = s.count
+		w.o.MaxEmulator.SentInPauseRequests = []maxemu.SentInPause{{
+			Endpoint: maxemu.EndpointSend, Recipient: "u8000002", Arrived: w.at(1110), PauseLeft: time.Second,
+			UserAgent: useragent.Of("max-worker", s.sender),
+			Openers: []maxemu.PauseOpener{{Endpoint: maxemu.EndpointSend, Recipient: "u8000001", Arrived: w.at(1000), Answered: w.at(1100),
+				UserAgent: useragent.Of("max-worker", pid)}},
+		}}
+		return Evaluate(w.o)
+	}
+	smsRun := func(w *world, s setup) Result {
+		w.order("A1", 2_000_001)
+		w.deliver("A1", 2_000_001, 100, false)
+		w.o.Crossings, w.o.Kills = s.crossings, s.kills
+		w.o.SMSEmulator.InPause = s.count
+		w.o.SMSEmulator.InPauseRequests = []smsemu.InPauseRequest{{
+			To: other, Arrived: w.at(1110), PauseLeft: time.Second, UserAgent: useragent.Of("sms-worker", s.sender),
+			Opener: smsemu.PauseOpener{To: phone, Arrived: w.at(1000), Answered: w.at(1100), UserAgent: useragent.Of("sms-worker", pid)},
+		}}
+		return Evaluate(w.o)
+	}
+	pauseFailed := func(r Result) bool {
+		return slices.ContainsFunc(failed(r), func(f string) bool { return strings.Contains(f, "inside an announced 429 pause") })
+	}
+	crossedMax := CrossingRecord{Process: "max-worker", Pid: pid, Recipient: "u8000001", Crossed: []string{"u8000007", "u8000002"}}
+	crossedSMS := CrossingRecord{Process: "sms-worker", Pid: pid, Recipient: phoneRecipient(phone), Crossed: []string{phoneRecipient(other)}}
+	for _, tc := range []struct {
+		name    string
+		run     func(*world, setup) Result
+		channel string
+		crossed CrossingRecord
+	}{
+		{"max", maxRun, "max", crossedMax},
+		{"sms", smsRun, "sms", crossedSMS},
+	} {
+		w := newWorld(t)
+		c := tc.crossed
+		c.At = w.at(1105)
+		r := tc.run(w, setup{sender: pid, crossings: []CrossingRecord{c}, count: 1})
+		if pauseFailed(r) || r.Figures.PauseCrossed[tc.channel] != 1 {
+			t.Errorf("%s: crossed the 429: failed %v, crossed %d; want passed, 1", tc.name, failed(r), r.Figures.PauseCrossed[tc.channel])
+		}
+		w = newWorld(t)
+		r = tc.run(w, setup{sender: pid + 1, kills: []KillRecord{{Process: channelWorkerName(tc.channel), Pid: pid, At: w.at(1050)}}, count: 1})
+		if pauseFailed(r) || r.Figures.PauseDeadSender[tc.channel] != 1 {
+			t.Errorf("%s: 429 to a killed worker: failed %v, dead sender %d; want passed, 1", tc.name, failed(r), r.Figures.PauseDeadSender[tc.channel])
+		}
+		for name, s := range map[string]func(w *world) setup{
+			"nothing logged": func(*world) setup { return setup{sender: pid, count: 1} },
+			"sent by the next process": func(w *world) setup {
+				c := tc.crossed
+				c.At = w.at(1105)
+				return setup{sender: pid + 1, crossings: []CrossingRecord{c}, count: 1}
+			},
+			"killed after it could react": func(w *world) setup {
+				return setup{sender: pid + 1, kills: []KillRecord{{Process: channelWorkerName(tc.channel), Pid: pid, At: w.at(1150)}}, count: 1}
+			},
+			"a Telegram worker killed": func(w *world) setup {
+				return setup{sender: pid + 1, kills: []KillRecord{{Process: workerName(0), Pid: pid, At: w.at(1050)}}, count: 1}
+			},
+			"more counted than described": func(w *world) setup {
+				c := tc.crossed
+				c.At = w.at(1105)
+				return setup{sender: pid, crossings: []CrossingRecord{c}, count: 2}
+			},
+		} {
+			w := newWorld(t)
+			if r := tc.run(w, s(w)); !pauseFailed(r) {
+				t.Errorf("%s: %s: the pause check passed", tc.name, name)
+			}
+		}
+	}
+}
+
 // readCrossings reads each worker process's 429s from the logs, with the
 // pid of the configuration line before them; it skips a line it cannot
 // read unless it is one of those it needs, and fails on that.
@@ -632,6 +728,12 @@ time=2026-12-04T21:23:49.276Z level=WARN msg="rate limit hit: pausing every requ
 	if err := os.WriteFile(filepath.Join(dir, "publisher.log"), []byte("time=x msg=\"unrelated\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	maxLog := `time=2026-12-04T21:24:00.000Z level=INFO msg=configuration daemon=max-worker pid=303
+time=2026-12-04T21:24:01.500Z level=WARN msg="rate limit hit: pausing every request" daemon=max-worker component=max-worker retry_after=1s recipient=u8001431 key=order:S3:accepted crossing=1 in_flight_with=u8001063
+`
+	if err := os.WriteFile(filepath.Join(dir, "max-worker.log"), []byte(maxLog), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	got, err := readCrossings(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -639,6 +741,7 @@ time=2026-12-04T21:23:49.276Z level=WARN msg="rate limit hit: pausing every requ
 	want := []CrossingRecord{
 		{Process: "worker-2", Pid: 101, At: time.Date(2026, 12, 4, 21, 22, 40, 100e6, time.UTC), Recipient: "2002860"},
 		{Process: "worker-2", Pid: 202, At: time.Date(2026, 12, 4, 21, 23, 49, 276e6, time.UTC), Recipient: "2001529", Crossed: []string{"2000280", "2000350"}},
+		{Process: "max-worker", Pid: 303, At: time.Date(2026, 12, 4, 21, 24, 1, 500e6, time.UTC), Recipient: "u8001431", Crossed: []string{"u8001063"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("readCrossings = %+v\nwant %+v", got, want)

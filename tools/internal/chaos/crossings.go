@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// CrossingRecord is one 429 a telegram worker read, from its log, with the
+// CrossingRecord is one 429 a worker read, from its log, with the
 // requests it had in flight while the answered request was: admitted
 // before it read the 429, they are the only ones of its requests that may
 // reach Telegram after Telegram wrote it (pkg/delivery, crossing.go).
@@ -28,21 +28,28 @@ type CrossingRecord struct {
 	Crossed   []string
 }
 
-// Log messages and fields of the telegram worker that readCrossings
-// reads (internal/workerd, pkg/delivery attempt.go).
+// Log messages and fields of the workers that readCrossings reads
+// (internal/workerd, pkg/delivery attempt.go).
 const (
 	logConfiguration = "configuration"
 	logRateLimitHit  = "rate limit hit: pausing every request"
 )
 
-// readCrossings reads the 429s every telegram worker logged in dir (the
-// process logs: worker-1.log, worker-2.log, ...). A log holds the
-// worker's successive processes, each beginning with its configuration
-// line, which names its pid.
+// readCrossings reads the 429s every worker of a channel with a rate limit
+// logged in dir (the process logs: worker-1.log, worker-2.log, ... for
+// Telegram, max-worker.log, sms-worker.log). A log holds the worker's
+// successive processes, each beginning with its configuration line, which
+// names its pid.
 func readCrossings(dir string) ([]CrossingRecord, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "worker-*.log"))
 	if err != nil {
 		return nil, err
+	}
+	for _, ch := range []string{"max", "sms"} {
+		p := filepath.Join(dir, channelWorkerName(ch)+".log")
+		if _, err := os.Stat(p); err == nil {
+			paths = append(paths, p)
+		}
 	}
 	var out []CrossingRecord
 	for _, p := range paths {
@@ -141,7 +148,8 @@ func parseLogLine(s string) (map[string]string, error) {
 	return kv, nil
 }
 
-// crossedBy returns the 429 that pid logged for the request to chat that
+// crossedBy returns the 429 that pid logged for the request to chat (a
+// recipient, as the worker names it) that
 // arrived at arrived, if it named crossed among the requests in flight
 // with it. The log's time is at most a millisecond coarser
 // than the emulator's.
