@@ -122,6 +122,14 @@ type Figures struct {
 	// event, which the application then never hears of.
 	Events           map[string]int
 	DeliveredNoEvent []string
+	// FoundDelivered lists the orders a channel gave up on and handed on
+	// although it had delivered them, whose next channel then found them
+	// delivered and sent nothing: the success was recorded after the
+	// give-up was decided (its worker cut off from NATS for longer than
+	// the give-up waits, pkg/delivery holder.go), and the next channel
+	// read it before sending. One copy, and a delivered event by the
+	// first channel.
+	FoundDelivered []string
 	// HandedOnUndead counts channels that handed a notification on
 	// without its dead letter (a worker killed in between, or JetStream
 	// refusing the dead letter, and the next channel delivered first);
@@ -252,6 +260,9 @@ type outcome struct {
 	gaveUp []hop
 	by     string // the channel that delivered it; "" if none did
 	isDead bool   // every channel of its route gave up
+	// foundDelivered: by gave up on it too, but its own late success
+	// overtook the give-up (FoundDelivered).
+	foundDelivered bool
 }
 
 // Evaluate runs every check over o.
@@ -694,6 +705,7 @@ func (r *Result) checkOutcomes(o Observed, exp map[string]*expectation) map[stri
 	}
 	f.Events = map[string]int{}
 	delivEvents := map[string]bool{}
+	delivEventBy := map[string]map[string]bool{} // key → channels its delivered events name
 	for _, ev := range o.Events {
 		if _, ok := exp[ev.Key]; !ok {
 			continue
@@ -704,6 +716,10 @@ func (r *Result) checkOutcomes(o Observed, exp map[string]*expectation) map[stri
 			get(ev.Key).deadEvents++
 		case delivery.EventDelivered:
 			delivEvents[ev.Key] = true
+			if delivEventBy[ev.Key] == nil {
+				delivEventBy[ev.Key] = map[string]bool{}
+			}
+			delivEventBy[ev.Key][ev.Event.Channel] = true
 		}
 	}
 	for key, e := range exp {
@@ -725,9 +741,13 @@ func (r *Result) checkOutcomes(o Observed, exp map[string]*expectation) map[stri
 				problems = append(problems, fmt.Sprintf("%s: %d dead letters on %s, want at most one", key, len(dls), ch))
 			}
 			if len(dls) == 0 && !isHanded {
-				if n > 0 {
+				switch {
+				case n > 0:
 					oc.by = ch
-				} else {
+				case foundDelivered(oc, e.route[:i], delivEventBy[key]) != "":
+					oc.by, oc.foundDelivered = foundDelivered(oc, e.route[:i], delivEventBy[key]), true
+					f.FoundDelivered = append(f.FoundDelivered, key)
+				default:
 					problems = append(problems, fmt.Sprintf("%s (chat %d): %s neither delivered it nor gave up on it (route %v)", key, e.chat, ch, e.route))
 				}
 				break
@@ -796,6 +816,23 @@ func (r *Result) checkOutcomes(o Observed, exp map[string]*expectation) map[stri
 		problems)
 	r.add(len(unexpected) == 0, fmt.Sprintf("nothing else reached a provider or NOTIFY_DEAD: %d unexpected", len(unexpected)), unexpected)
 	return out
+}
+
+// foundDelivered returns the channel of earlier (the channels before the
+// one that neither delivered nor gave up) that delivered the notification
+// although it gave up on it, when the next channel can have found it
+// delivered: the last of them with a copy, if a delivered event names it.
+func foundDelivered(oc *outcome, earlier []string, eventBy map[string]bool) string {
+	for i := len(earlier) - 1; i >= 0; i-- {
+		ch := earlier[i]
+		if slices.ContainsFunc(oc.copies, func(c system.Delivery) bool { return c.Channel == ch }) {
+			if eventBy[ch] {
+				return ch
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 func reasons(m map[string]int) string {
@@ -909,6 +946,13 @@ func (r *Result) checkDuplicates(o Observed, exp map[string]*expectation, out ma
 				}
 			}
 			if last == nil {
+				continue
+			}
+			if oc.foundDelivered && h.channel == oc.by {
+				// Its late success overtook the give-up, and the next
+				// channel sent nothing (FoundDelivered): one copy.
+				f.DuplicateLog = append(f.DuplicateLog, fmt.Sprintf("%s: delivered by %s at %s, then it gave up as %s at %s; the next channel found it delivered and sent nothing",
+					key, h.channel, last.At.Format("15:04:05.000"), h.reason, h.at.Format("15:04:05.000")))
 				continue
 			}
 			cause, gap := explain(*last, h.at, o)

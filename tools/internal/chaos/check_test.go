@@ -220,9 +220,26 @@ func TestEvaluateFallback(t *testing.T) {
 			w.deliver("F1", 2_000_004, 100, false)
 			w.deliverOn("F1", "email", tokens["email"], 400, false)
 		}, "a copy by email, off its path"},
-		{"handed on after a delivery", func(w *world) {
+		{"handed on after a delivery, without a dead letter or a kill", func(w *world) {
 			w.deliver("F1", 2_000_004, 100, false)
 			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 100)
+		}, "without a dead letter, and no telegram worker was killed after"},
+		{"given up after a delivery, found delivered by the next channel", func(w *world) {
+			w.deliver("F1", 2_000_004, 100, false)
+			w.deadOn("F1", "telegram", "2000004", "fallback_timeout", 200)
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 200)
+		}, ""},
+		{"given up after a delivery the application was not told of", func(w *world) {
+			w.deliver("F1", 2_000_004, 100, false)
+			w.untold("F1")
+			w.deadOn("F1", "telegram", "2000004", "fallback_timeout", 200)
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 200)
+		}, "max neither delivered it nor gave up on it"},
+		{"given up after a delivery, and sent by the next channel too", func(w *world) {
+			w.deliver("F1", 2_000_004, 100, false)
+			w.deadOn("F1", "telegram", "2000004", "fallback_timeout", 200)
+			w.handOn("F1", "telegram", "max", tokens["max"], "fallback_timeout", 200)
+			w.deliverOn("F1", "max", tokens["max"], 400, false)
 		}, "delivered by telegram at 12:00:00.100, then it gave up as fallback_timeout"},
 		{"handed twice to the next channel", func(w *world) {
 			w.deadOn("F1", "telegram", "2000004", "fallback_timeout", 100)
@@ -259,10 +276,14 @@ func TestEvaluateFallback(t *testing.T) {
 			w := newWorld(t)
 			w.orderWith("F1", 2_000_004, cu)
 			tt.setup(w)
-			f := failed(Evaluate(w.o))
+			r := Evaluate(w.o)
+			f := failed(r)
 			if tt.want == "" {
 				if len(f) > 0 {
 					t.Fatalf("failed %v, want none", f)
+				}
+				if strings.Contains(tt.name, "found delivered") && !slices.Equal(r.Figures.FoundDelivered, []string{shop.NotificationKey("F1")}) {
+					t.Errorf("FoundDelivered %v, want the order", r.Figures.FoundDelivered)
 				}
 				return
 			}

@@ -53,6 +53,10 @@ func printReport(w io.Writer, c Config, res Result, elapsed time.Duration) {
 		fmt.Fprintf(w, "; %d delivered orders without a delivered event (%s)", n, strings.Join(f.DeliveredNoEvent[:min(n, 5)], ", "))
 	}
 	fmt.Fprintln(w)
+	if n := len(f.FoundDelivered); n > 0 {
+		slices.Sort(f.FoundDelivered)
+		fmt.Fprintf(w, "                %d handed on after their channel had delivered them, found delivered by the next one, which sent nothing (%s)\n", n, strings.Join(f.FoundDelivered[:min(n, 5)], ", "))
+	}
 	if f.HandedOnUndead > 0 {
 		fmt.Fprintf(w, "                %d handed on without a dead letter (the worker killed between the two steps, or, %d of them, NATS failing then)\n", f.HandedOnUndead, f.UndeadByNATS)
 	}
