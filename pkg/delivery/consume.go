@@ -178,11 +178,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // poison at once, and the worker goes on.
 func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 	now := w.now()
-	w.pinnedAs(ctx, m.Headers().Get(pinIDHeader))
+	newPin := w.pinnedAs(ctx, m.Headers().Get(pinIDHeader))
 	j := &job{
 		reply: newReplySubject(w.js.Conn(), m.Reply()), subject: m.Subject(),
 		data: m.Data(), header: packHeader(m.Headers(), pinIDHeader),
-		received: now, progress: now, pinEpoch: w.pinEpoch.Load(),
+		received: now, progress: now, pinEpoch: w.pinEpoch.Load(), newPin: newPin,
 	}
 	if err := w.decode(j, m); err != nil {
 		w.log.Warn("poison message", "subject", j.subject, "seq", j.seq, "err", err)

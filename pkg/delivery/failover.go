@@ -60,10 +60,12 @@ type pinState struct {
 // pinnedAs records that a message arrived with pin id id: this worker is
 // the pinned one. It answers the standbys from now on. Becoming pinned, it
 // first asks the worker it takes over from (askFormerPinned), before the
-// message that told it reaches the dispatcher.
-func (w *Worker) pinnedAs(ctx context.Context, id string) {
+// message that told it reaches the dispatcher. It reports whether id is a
+// pin this worker did not hold before the message: the worker has just
+// been pinned, and takes over (onArrival).
+func (w *Worker) pinnedAs(ctx context.Context, id string) (newPin bool) {
 	if id == "" {
-		return
+		return false
 	}
 	w.pin.mu.Lock()
 	becoming := w.pin.sub == nil && w.pin.id != id
@@ -74,13 +76,14 @@ func (w *Worker) pinnedAs(ctx context.Context, id string) {
 	w.pin.mu.Lock()
 	defer w.pin.mu.Unlock()
 	if w.pin.id == id && w.pin.sub != nil {
-		return
+		return false
 	}
 	if w.pin.id != id {
 		w.pin.id, w.pin.learned = id, w.js.Conn().Stats().Reconnects
+		newPin = true
 	}
 	if w.pin.sub != nil {
-		return
+		return newPin
 	}
 	sub, err := w.js.Conn().Subscribe(w.pinSubject(), func(m *nats.Msg) {
 		w.pin.mu.Lock()
@@ -92,9 +95,10 @@ func (w *Worker) pinnedAs(ctx context.Context, id string) {
 	})
 	if err != nil {
 		w.log.Warn("cannot answer the standbys; they will take over after the pinned TTL only", "err", err)
-		return
+		return newPin
 	}
 	w.pin.sub = sub
+	return newPin
 }
 
 // askFormerPinned asks whoever still answers on the pin subject, as this

@@ -37,6 +37,10 @@ type job struct {
 	// pinEpoch is how often the worker had lost the pin when it received
 	// the message.
 	pinEpoch uint64
+	// newPin: the first message under a pin id this worker did not hold
+	// before it (pinnedAs): it was just pinned, and takes over from
+	// whoever held the pin.
+	newPin bool
 	// dups are later deliveries of the same stream message that arrived
 	// while this one was held; they are acked together with it.
 	dups []*job

@@ -446,6 +446,15 @@ func (s *scheduler) startTakeover(until, now time.Time) {
 	}
 }
 
+// restartTakeover begins a running takeover again (Worker.restartTakeover):
+// every lane waits for a new check, those cleared and those being checked
+// alike, until then or until, whichever is later.
+func (s *scheduler) restartTakeover(until, now time.Time) {
+	clear(s.clearing)
+	s.toClear = nil
+	s.startTakeover(later(s.takeoverUntil, until), now)
+}
+
 // endTakeover lets every lane send: the previous worker's messages are all
 // back, or the wait is over.
 func (s *scheduler) endTakeover(now time.Time) {

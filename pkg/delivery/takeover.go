@@ -43,10 +43,12 @@ const (
 )
 
 // ackCount is the consumer's count of delivered, unacknowledged messages,
-// with this worker's arrival count taken just before the request.
+// with this worker's arrival count taken just before the request, and the
+// takeover it was read for (Worker.takeoverGen).
 type ackCount struct {
 	pending  int
 	received uint64
+	gen      uint64
 	// floor and delivered bound what another worker may hold.
 	floor, delivered uint64
 }
@@ -61,16 +63,20 @@ type cleared struct {
 	recheck   bool // an early check of a takeover's suspects (suspectRecheck)
 	first     uint64
 	upTo      uint64 // a hold check's last sequence read
+	gen       uint64 // a takeover's check: the takeover it was made for
 }
 
-// startTakeoverCheck begins a takeover: lanes wait until cleared.
+// startTakeoverCheck begins a takeover: lanes wait until cleared. One
+// already running begins again (restartTakeover).
 func (w *Worker) startTakeoverCheck(now time.Time) {
 	if w.stopCheck != nil {
-		return // one is running
+		w.restartTakeover(now)
+		return
 	}
 	until := now.Add(w.cfg.AckWait + w.parkGrace())
 	w.sched.startTakeover(until, now)
 	w.takeoverBounds, w.takeoverDoubted = nil, false
+	w.takeoverGen.Add(1)
 	ctx, cancel := context.WithCancel(w.sendCtx)
 	w.stopCheck = cancel
 	w.m.takeovers.Inc()
@@ -80,12 +86,12 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 		for {
 			// Arrivals counted before the request: the server's count
 			// includes them, and what arrives after is subtracted again.
-			received := w.received.Load()
+			received, gen := w.received.Load(), w.takeoverGen.Load()
 			qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
 			info, err := w.res.Consumer.Info(qctx)
 			qcancel()
 			if err == nil {
-				c := ackCount{pending: info.NumAckPending, received: received,
+				c := ackCount{pending: info.NumAckPending, received: received, gen: gen,
 					floor: info.AckFloor.Stream, delivered: info.Delivered.Stream}
 				select {
 				case w.takeover <- c:
@@ -102,6 +108,30 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 	}()
 }
 
+// restartTakeover begins a running takeover again, at an arrival that
+// would have begun one (onArrival): this worker was just pinned, or pinned
+// again, or received nothing for TakeoverGap. The running takeover's window
+// (F, D] was read before, and the messages of the worker this one takes
+// over from now may lie beyond it: its lane checks, some already done,
+// would let a recipient's new message go before an older one the other
+// worker still holds. Found by the long cluster chaos run on fb2e19c: a
+// worker that had just lost the pin and handed back what it held received
+// one more message 20 ms later and began a takeover on it, which ran on,
+// since the pinned worker held what this one did not; 10 s later it
+// unpinned that worker, which had not answered for a second after two NATS
+// reconnects, and was pinned. Its lanes, cleared against the old window,
+// sent a chat's newer message while the older one was still out with the
+// worker it took over from: order 2438 before 2437 (bug 55). So every lane
+// waits for a check again, in a window read from now on; the readings and
+// checks of the takeover as it was are ignored (takeoverGen).
+func (w *Worker) restartTakeover(now time.Time) {
+	w.takeoverGen.Add(1)
+	w.sched.restartTakeover(now.Add(w.cfg.AckWait+w.parkGrace()), now)
+	w.takeoverBounds, w.takeoverDoubted, w.clearQueue = nil, false, nil
+	w.m.takeovers.Inc()
+	w.log.Info("a takeover was running: beginning it again, its window read from now on")
+}
+
 // onTakeoverCheck runs on every reading of the consumer during a takeover.
 // The first fixes the window (F, D] the lane checks look at. Each ends the
 // takeover once the server's unacknowledged messages are all accounted for
@@ -112,8 +142,8 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 // pin this worker lost (scheduler.losePin). Messages acked in between make
 // the wait longer, never shorter.
 func (w *Worker) onTakeoverCheck(c ackCount) {
-	if w.stopCheck == nil {
-		return
+	if w.stopCheck == nil || c.gen != w.takeoverGen.Load() {
+		return // over, or read before the takeover began again
 	}
 	n := w.sched.counts()
 	ours := len(w.incoming) + n.held + n.ownParked + n.inflight
@@ -197,7 +227,7 @@ func (w *Worker) startClears() time.Time {
 	if w.takeoverBounds == nil {
 		return time.Time{}
 	}
-	b := *w.takeoverBounds
+	b, gen := *w.takeoverBounds, w.takeoverGen.Load()
 	for w.clearsRunning < maxClearing && len(w.clearQueue) > 0 {
 		r := w.clearQueue[0]
 		w.clearQueue = w.clearQueue[1:]
@@ -206,7 +236,7 @@ func (w *Worker) startClears() time.Time {
 		go func() {
 			suspects, err := w.suspects(ctx, r, b.floor, b.delivered)
 			select {
-			case w.clears <- cleared{recipient: r, suspects: suspects, err: err}:
+			case w.clears <- cleared{recipient: r, suspects: suspects, err: err, gen: gen}:
 			case <-ctx.Done():
 			}
 		}()
@@ -241,8 +271,10 @@ func (w *Worker) onCleared(c cleared) {
 		w.apply(w.sched.holdVerified(c.recipient, c.suspects, c.upTo, w.now()))
 		return
 	}
-	if w.stopCheck == nil {
-		return // the takeover ended meanwhile
+	if w.stopCheck == nil || c.gen != w.takeoverGen.Load() {
+		// The takeover ended meanwhile, or began again: its lanes are
+		// checked anew, in its new window.
+		return
 	}
 	if c.err != nil {
 		w.log.Warn("cannot check a recipient's messages after a takeover; retrying", "recipient", c.recipient, "err", c.err)

@@ -3,8 +3,11 @@ package delivery
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // A failed lane check holds the queued checks back, for longer after each
@@ -115,5 +118,78 @@ func TestPlausibleReading(t *testing.T) {
 		if got := plausibleReading(tc.c, tc.ours, tc.first); got != tc.want {
 			t.Errorf("plausibleReading(%+v, %d, %+v) = %v, want %v", tc.c, tc.ours, tc.first, got, tc.want)
 		}
+	}
+}
+
+// An arrival that begins a takeover while one is running (the worker was
+// pinned, or pinned again, after it began) begins it again: every lane
+// waits for a new check in a window read from now on, and the readings and
+// lane checks of the takeover as it was are ignored. Found by the long
+// cluster chaos run on fb2e19c: the running takeover's window was read
+// before the worker was pinned, and a lane it had cleared sent a chat's
+// newer message while the worker it took over from still held the older
+// one (order 2438 before 2437).
+func TestTakeoverBegunAgainChecksEveryLaneInANewWindow(t *testing.T) {
+	now := t0
+	s, v := newTestScheduler(30)
+	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
+		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	w.cfg.AckWait = 4 * time.Second
+
+	// A takeover runs, its window (10, 20] read, lane 100 checked and
+	// cleared in it.
+	s.startTakeover(now.Add(time.Minute), now)
+	w.takeoverGen.Store(1)
+	w.stopCheck = func() { t.Fatal("the takeover ended") }
+	v.apply(first(s.arrive(mkJob(7, "100"), now)))
+	v.apply(first(s.arrive(mkJob(8, "200"), now)))
+	w.takeoverBounds = &ackCount{floor: 10, delivered: 20, gen: 1}
+	w.clearQueue = append(w.clearQueue, s.takeClears()...)
+	if !slices.Equal(w.clearQueue, []string{"100", "200"}) {
+		t.Fatalf("lanes to check %v, want [100 200]", w.clearQueue)
+	}
+	w.clearQueue, w.clearsRunning = nil, 2 // lane 100's check and lane 200's, running
+	w.onCleared(cleared{recipient: "100", gen: 1})
+	j, _ := s.next(now)
+	if j == nil || j.seq != 7 {
+		t.Fatalf("lane 100 did not send once cleared: %v", j)
+	}
+	s.finish(j, now, true, moveOn, 0)
+
+	// The worker is pinned: the takeover begins again.
+	now = now.Add(10 * time.Second)
+	w.startTakeoverCheck(now)
+	if w.takeoverBounds != nil || w.takeoverGen.Load() != 2 {
+		t.Fatalf("bounds %+v, generation %d after the takeover began again; want none yet, 2", w.takeoverBounds, w.takeoverGen.Load())
+	}
+	v.apply(first(s.arrive(mkJob(31, "100"), now)))
+	if j, _ := s.next(now); j != nil {
+		t.Fatalf("lane 100 sent seq %d before its check in the new window", j.seq)
+	}
+	// Lane 200's check of the old window comes back: ignored, the lane
+	// is checked anew. So is a reading of the consumer taken before.
+	w.onCleared(cleared{recipient: "200", gen: 1})
+	if j, _ := s.next(now); j != nil {
+		t.Fatalf("lane %s sent seq %d on a check of the old window", j.lane, j.seq)
+	}
+	w.onTakeoverCheck(ackCount{pending: 5, floor: 10, delivered: 20, gen: 1})
+	if w.takeoverBounds != nil {
+		t.Fatalf("a reading of the old takeover fixed the new window: %+v", w.takeoverBounds)
+	}
+	if got := s.takeClears(); !slices.Contains(got, "100") || !slices.Contains(got, "200") {
+		t.Fatalf("lanes to check after the takeover began again %v, want lanes 100 and 200", got)
+	}
+	// The new window's check of lane 100 clears it.
+	w.clearsRunning = 1
+	w.onCleared(cleared{recipient: "100", gen: 2})
+	if j, _ := s.next(now); j == nil || j.seq != 31 {
+		t.Fatalf("lane 100 did not send once checked in the new window: %v", j)
+	}
+	if w.clearsRunning != 0 {
+		t.Errorf("%d checks running, want 0", w.clearsRunning)
 	}
 }

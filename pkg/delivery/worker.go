@@ -108,9 +108,14 @@ type Worker struct {
 	// takeoverDoubted: this takeover has logged a reading it ignored
 	// (onTakeoverCheck); later ones are logged at debug.
 	takeoverDoubted bool
-	clearQueue      []string
-	verifyQueue     []holdCheck
-	clearsRunning   int
+	// takeoverGen counts the takeovers begun or begun again: readings of
+	// the consumer and lane checks of an earlier one are ignored
+	// (restartTakeover). Written by the dispatcher, read by the reading
+	// goroutine.
+	takeoverGen   atomic.Uint64
+	clearQueue    []string
+	verifyQueue   []holdCheck
+	clearsRunning int
 	// clearsRetryAt holds back the queued checks after one failed
 	// (JetStream did not answer: an election), clearsBackoff is how long
 	// the next failure holds them back.
@@ -526,7 +531,7 @@ func (w *Worker) onArrival(j *job) {
 		w.pinKept() // delivered after the 423: to this worker's new pin
 	}
 	w.sched.regainPin() // delivered under this worker's pin
-	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch {
+	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch || j.newPin {
 		w.startTakeoverCheck(j.received)
 	}
 	w.lastArrival, w.arrivalEpoch = j.received, j.pinEpoch
