@@ -104,7 +104,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 		pinChecks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pin_checks_total",
 			Help: "Checks this worker made, as a standby, that the pinned worker is alive."}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "takeovers_total",
-			Help: "Takeovers: messages began to arrive after a quiet period or a regained pin, and each recipient waited for what another worker may still hold."}),
+			Help: "Takeovers begun, and begun again while one ran: messages began to arrive after a quiet period, a new pin or a regained one, and each recipient waited for what another worker may still hold."}),
 		suspectRechecks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "suspect_rechecks_total",
 			Help: "Early checks, after a takeover, of whether the messages a recipient waits for were settled by the worker that held them (one in flight when the pin moved is recorded and acked by that worker, and never comes back)."}),
 		settlesShortened: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnect_settles_shortened_total",
