@@ -161,7 +161,7 @@ func newScheduler(cfg schedConfig, view schedView) *scheduler {
 		lanes:    map[string]*lane{},
 		clearing: map[string]bool{},
 		classes:  [2]*class{{eligible: laneHeap{bySeq: true}}, {eligible: laneHeap{bySeq: true}}},
-		bot:      rate.NewLimiter(cfg.rate, 1),
+		bot:      newBotBucket(cfg.rate),
 	}
 }
 
@@ -572,6 +572,7 @@ func (s *scheduler) regainPin() { s.pinLost = false }
 // degradation).
 func (s *scheduler) setRate(r rate.Limit, now time.Time) {
 	s.bot.SetLimitAt(now, r)
+	s.bot.SetBurstAt(now, botBurst(r))
 }
 
 // due takes out of their lanes, as in flight, the head messages that can be
