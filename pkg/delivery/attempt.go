@@ -21,6 +21,16 @@ const stateRetry = time.Second
 // send goes without a claim rather than wait for it (attempt).
 const claimWait = 2 * time.Second
 
+// claimRetry is how long a send waits after its claim could not be written
+// before it tries again. The lookup before the claim was answered, so
+// notify_delivered serves reads but takes no write: its leader is being
+// elected, and the claim is written within a few hundred milliseconds of
+// the end of the election when tried this often (stateRetry lost up to a
+// second after each one). The tokens of such an attempt are given back, as
+// no request was made; what a retry costs is one batched lookup and one
+// claim that fails at once.
+const claimRetry = 250 * time.Millisecond
+
 // maxRedirects bounds how many redirects one attempt follows.
 const maxRedirects = 3
 
@@ -117,8 +127,8 @@ func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 		// nothing and send it too, and a cancel written meanwhile would
 		// lose (found by the long chaos run on the cluster).
 		w.m.claimWaits.Inc()
-		w.log.Warn("cannot write the send claim; the send waits for it", "key", j.n.Key, "err", err, "retry_in", stateRetry)
-		return result{job: j, disp: retryHere, at: now, delay: stateRetry}
+		w.log.Warn("cannot write the send claim; the send waits for it", "key", j.n.Key, "err", err, "retry_in", claimRetry)
+		return result{job: j, disp: retryHere, at: now, delay: claimRetry}
 	case c.held != nil:
 		return w.waitForHolder(j, c.held, now)
 	case c.found != nil && c.found.state() == StateCancelled:

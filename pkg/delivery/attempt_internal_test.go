@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,5 +123,58 @@ func TestNoGiveUpWhileSettlingAfterAReconnect(t *testing.T) {
 	}
 	if n := info.CachedInfo().State.Msgs; n != 0 {
 		t.Fatalf("%d dead letters, want none", n)
+	}
+}
+
+// A send whose claim cannot be written (notify_delivered serves reads but
+// takes no write: its leader is being elected) waits for the claim, sends
+// nothing, and tries again within claimRetry, not a second later: a
+// second lost after every election of the bucket.
+func TestSendWhoseClaimCannotBeWrittenTriesAgainSoon(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg, "telegram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{
+		cfg: Config{FallbackTransactional: 12 * time.Second, MaxRequestTimeout: 4 * time.Second, MaxAttempts: 5}, name: "telegram",
+		js: s.js, names: jetstream.DefaultNames(), store: s, m: m, log: slog.New(slog.DiscardHandler), now: time.Now,
+		id: newWorkerID(), adm: newAdmission("claim", 1000, time.Minute, nil),
+	}
+	w.records = newRecorder(s, true, w.log, func(int) {})
+	s.state = newSharedState(nil, "telegram", w.log, nil)
+	// Reads are served, writes refused: a sealed stream answers as a
+	// bucket without a leader does for the claim, at once and with an error.
+	st, err := s.js.Stream(ctx, s.deliveredSubjects.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Sealed = true
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	j := &job{
+		n:   notify.Notification{Key: "order:8:accepted", ChatID: 100, Route: []notify.Channel{notify.ChannelTelegram}},
+		seq: 9, delivered: 1, lane: "100", since: time.Now(),
+	}
+	r := w.attempt(ctx, j, "100")
+	if r.disp != retryHere || r.delay != claimRetry || r.called {
+		t.Fatalf("attempt without a claim: disposition %v, delay %v, request made %v; want a retry in %v and no request", r.disp, r.delay, r.called, claimRetry)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := 0.0
+	for _, mf := range mfs {
+		if strings.HasSuffix(mf.GetName(), "_claim_waits_total") {
+			waits = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if waits != 1 {
+		t.Fatalf("claim_waits_total = %v, want 1", waits)
 	}
 }
