@@ -24,9 +24,10 @@ func newBotBucket(r rate.Limit) *rate.Limiter {
 // meanwhile does not fit. At 1000 msg/s (paid broadcast) an interval is one
 // millisecond, and a dispatcher on a busy machine is often that late: a
 // loop that only takes tokens and sleeps until the next one reached 930–943
-// msg/s of 1000 with three busy loops beside it on two cores, and the
-// end-to-end benchmark at the paid-broadcast rate (row 8) delivered 0.80×
-// of it. With the tokens of 10 ms a launch up to 10 ms late loses nothing.
+// msg/s of 1000 with three busy loops beside it on two cores. With the
+// tokens of 10 ms a launch up to 10 ms late loses nothing. (The end-to-end
+// benchmark at the paid-broadcast rate, row 8, did not change with it on
+// the two-core machine: JetStream's round trips bound it there.)
 //
 // The price is the burst: a window of T seconds holds at most r×T + burst
 // sends, against r×T + 1 with one token, and only after an idle moment (a
