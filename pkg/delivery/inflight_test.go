@@ -1,11 +1,20 @@
 package delivery_test
 
 import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/time/rate"
 
 	"github.com/tgnotify/tgnotify/internal/testenv"
+	"github.com/tgnotify/tgnotify/pkg/botapi"
+	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 )
 
@@ -43,5 +52,64 @@ func TestWorkerDerivesMaxInFlightFromItsChannel(t *testing.T) {
 		if got := env.StartWorker(tc.opts).MaxInFlight(); got != tc.want {
 			t.Errorf("%s: MaxInFlight() = %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// goroutineSender wraps the Bot API client and records which goroutine
+// made each call.
+type goroutineSender struct {
+	telegram.Sender
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (g *goroutineSender) SendMessage(ctx context.Context, p botapi.SendMessageParams) (*botapi.Message, error) {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+	g.mu.Lock()
+	g.ids[id]++
+	g.mu.Unlock()
+	return g.Sender.SendMessage(ctx, p)
+}
+
+// senderGoroutines counts the goroutines running or idling in
+// Worker.sender, across the process.
+func senderGoroutines() int {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return strings.Count(b.String(), "delivery.(*Worker).sender(")
+}
+
+// Attempts run on sender goroutines that outlive them: 200 sends with 4 in
+// flight are made by at most 4 goroutines, not one new goroutine (and a
+// stack grown again through the HTTP client) each. They stop with the
+// worker. Not parallel: it counts the process's goroutines.
+func TestAttemptsReuseTheirGoroutines(t *testing.T) {
+	lim, cfg, tg := fastLimits()
+	cfg.MaxInFlight = 4
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	api := &goroutineSender{Sender: env.Client(testenv.Token), ids: map[string]int{}}
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, API: api})
+	const n = 200
+	for i := range n {
+		env.Publish(note(fmt.Sprintf("k:%d", i), int64(1000+i), "hi"))
+	}
+	waitDelivered(t, env, n)
+	api.mu.Lock()
+	calls, goroutines := 0, len(api.ids)
+	for _, c := range api.ids {
+		calls += c
+	}
+	api.mu.Unlock()
+	if calls != n || goroutines > cfg.MaxInFlight {
+		t.Fatalf("%d sendMessage calls came from %d goroutines, want %d from at most %d", calls, goroutines, n, cfg.MaxInFlight)
+	}
+	if got := senderGoroutines(); got < 1 || got > cfg.MaxInFlight {
+		t.Fatalf("%d sender goroutines while the worker idles, want 1 to %d", got, cfg.MaxInFlight)
+	}
+	w.Stop(t)
+	if got := senderGoroutines(); got != 0 {
+		t.Fatalf("%d sender goroutines after the worker stopped, want 0", got)
 	}
 }

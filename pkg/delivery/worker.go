@@ -126,7 +126,10 @@ type Worker struct {
 	// set before the dispatcher starts, read by attempts.
 	freshUntil  time.Time
 	cancelSends context.CancelFunc
-	sends       sync.WaitGroup
+	// sends counts the sender goroutines; idle hands an attempt to one
+	// that waits for work (launchOne).
+	sends sync.WaitGroup
+	idle  chan launched
 
 	incoming chan *job
 	results  chan result
@@ -208,6 +211,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		id:       newWorkerID(),
 		incoming: make(chan *job, cfg.PullBatch*2),
 		results:  make(chan result, cfg.MaxInFlight*2),
+		idle:     make(chan launched),
 		wake:     make(chan struct{}, 1),
 		takeover: make(chan ackCount, 1),
 		clears:   make(chan cleared, maxClearing),
@@ -477,14 +481,41 @@ func (w *Worker) launch() time.Time {
 	return time.Time{}
 }
 
-// launchOne runs an attempt at j on its own goroutine.
+// launchOne runs an attempt at j on an idle sender goroutine, or on a new
+// one when none is idle.
 func (w *Worker) launchOne(j *job) {
-	target := w.store.state.resolve(j.lane)
+	a := launched{j: j, target: w.store.state.resolve(j.lane)}
+	select {
+	case w.idle <- a:
+		return
+	default:
+	}
 	w.sends.Add(1)
-	go func() {
-		defer w.sends.Done()
-		w.results <- w.attempt(w.sendCtx, j, target)
-	}()
+	go w.sender(a)
+}
+
+// launched is an attempt handed to a sender goroutine.
+type launched struct {
+	j      *job
+	target string
+}
+
+// sender runs a, then every attempt handed to it while it idles, until the
+// sends are cancelled (shutdown). Senders outlive their attempts so that a
+// new attempt does not start on a fresh goroutine stack and grow it again
+// through the HTTP client's calls (copystack was 5% of the worker's CPU at
+// its ceiling, BENCHMARKS.md §5); there are never more than the most
+// attempts once in flight.
+func (w *Worker) sender(a launched) {
+	defer w.sends.Done()
+	for {
+		w.results <- w.attempt(w.sendCtx, a.j, a.target)
+		select {
+		case a = <-w.idle:
+		case <-w.sendCtx.Done():
+			return
+		}
+	}
 }
 
 // apply carries out what the scheduler decided for the stream. Messages are
