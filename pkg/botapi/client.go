@@ -170,6 +170,9 @@ func (c *Client) GetMe(ctx context.Context) (*User, error) {
 func (c *Client) call(ctx context.Context, method string, params, result any) error {
 	start := time.Now()
 	status, err := c.do(ctx, method, params, result)
+	if !c.logger.Enabled(ctx, slog.LevelDebug) {
+		return err // the attributes below cost three allocations a request
+	}
 	attrs := []slog.Attr{
 		slog.String("method", method),
 		slog.Int("status", status),
