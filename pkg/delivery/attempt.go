@@ -46,7 +46,7 @@ const (
 // (already delivered, dead recipient, expired, out of attempts, past its
 // fallback deadline), has the channel send it, and carries out the outcome
 // that needs I/O (delivery record and ack, fallback to the next channel,
-// dead letter, attempt count, events). It runs on its own goroutine; what
+// dead letter, attempt count, events). It runs on a sender goroutine; what
 // changes the dispatcher's state is reported in the result.
 func (w *Worker) attempt(ctx context.Context, j *job, target string) result {
 	if g := j.givingUp; g != nil {
