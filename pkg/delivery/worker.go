@@ -504,8 +504,10 @@ type launched struct {
 // sends are cancelled (shutdown). Senders outlive their attempts so that a
 // new attempt does not start on a fresh goroutine stack and grow it again
 // through the HTTP client's calls (copystack was 5% of the worker's CPU at
-// its ceiling, BENCHMARKS.md §5); there are never more than the most
-// attempts once in flight.
+// its ceiling, BENCHMARKS.md §5). Their number follows the most attempts
+// once in flight: a sender between handing its result over and waiting for
+// the next attempt is not idle yet, so a launch in that moment starts one
+// more.
 func (w *Worker) sender(a launched) {
 	defer w.sends.Done()
 	for {
