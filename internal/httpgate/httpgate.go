@@ -75,7 +75,7 @@ func (e *NotSentError) Unwrap() error { return e.Err }
 type Options struct {
 	// DialTimeout bounds a dial; default 10s.
 	DialTimeout time.Duration
-	// MaxIdleConnsPerHost is the pool kept per provider host; default 128,
+	// MaxIdleConnsPerHost is the pool kept per provider host; default 256,
 	// the most requests a worker derives to keep in flight
 	// (delivery.MaxDerivedInFlight): fewer would close and open connections
 	// (TLS handshakes) at Telegram's paid-broadcast rate.
@@ -100,7 +100,7 @@ func NewTransport(o Options) *http.Transport {
 		o.DialTimeout = 10 * time.Second
 	}
 	if o.MaxIdleConnsPerHost <= 0 {
-		o.MaxIdleConnsPerHost = 128
+		o.MaxIdleConnsPerHost = 256
 	}
 	if o.UnreadWaitMax <= 0 {
 		o.UnreadWaitMax = 50 * time.Millisecond

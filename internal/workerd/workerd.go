@@ -27,6 +27,7 @@ import (
 
 	"github.com/tgnotify/tgnotify/internal/config"
 	"github.com/tgnotify/tgnotify/internal/daemon"
+	"github.com/tgnotify/tgnotify/pkg/channel/telegram"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
@@ -113,7 +114,7 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 		delivery.InFlightHorizon, delivery.DefaultMaxInFlight, delivery.MaxDerivedInFlight,
 		delivery.DefaultMaxInFlight, float64(delivery.DefaultMaxInFlight)/delivery.InFlightHorizon.Seconds())
 	if spec.Channel == "telegram" {
-		inFlight += "; 100 with -paid-broadcast"
+		inFlight += fmt.Sprintf("; %d with -paid-broadcast", delivery.InFlightFor(telegram.PaidBroadcastRate))
 	}
 	config.Int(cs, &w.MaxInFlight, "max-in-flight", def.MaxInFlight, inFlight).Check(config.NotNegative)
 	config.Int(cs, &w.MaxAttempts, "max-attempts", def.MaxAttempts, "transient failures before a notification moves to the next channel of its route (or is dead-lettered) as max_attempts").Check(config.AtLeast(1))

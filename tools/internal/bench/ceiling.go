@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
+	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
@@ -28,6 +29,15 @@ func ceilingFlags(inFlight int, sync serverSync) []string {
 		flags = append(flags, "-single-record-writes")
 	}
 	return flags
+}
+
+// derivedNote says so when inFlight is what the worker derives itself at
+// scenario 5's rates (delivery.InFlightFor: its most).
+func derivedNote(inFlight int) string {
+	if inFlight == delivery.MaxDerivedInFlight {
+		return ", the number the worker derives itself at these rates"
+	}
+	return ""
 }
 
 // ceiling is scenario 5: the worker's own ceiling with the limits off.
@@ -54,7 +64,7 @@ func (r *runner) ceiling(ctx context.Context) []*Result {
 			},
 			Method: fmt.Sprintf("A fresh stack per run: nats-server (%s) holding %d notifications to distinct chats, "+
 				"published before the worker starts; the emulator in this process with its limits off and no latency; "+
-				"`bin/telegram-worker %s` (paid-broadcast mode, limits far above reach, %d requests in flight). "+
+				"`bin/telegram-worker %s` (paid-broadcast mode, limits far above reach, %d requests in flight%s). "+
 				"Rate: (messages − 1) / (last − first send) from the emulator's timestamps; the run also checks that "+
 				"each message was sent once and that the consumer ends with nothing pending or unacknowledged. CPU per "+
 				"message: the worker process's CPU time (/proc/<pid>/stat, from its start until every message is acked and every delivered event stored) / messages; likewise the "+
@@ -66,7 +76,7 @@ func (r *runner) ceiling(ctx context.Context) []*Result {
 				"the nats-server's fsync and fdatasync calls and its files opened with O_SYNC, counted with "+
 				"`perf stat` (syscalls tracepoints) over the same span, per message sent "+
 				"(— where perf is not available).",
-				v.sync, v.msgs, strings.Join(ceilingFlags(r.cfg.CeilingInFlight, v.sync), " "), r.cfg.CeilingInFlight, runtime.NumCPU(), v.msgs),
+				v.sync, v.msgs, strings.Join(ceilingFlags(r.cfg.CeilingInFlight, v.sync), " "), r.cfg.CeilingInFlight, derivedNote(r.cfg.CeilingInFlight), runtime.NumCPU(), v.msgs),
 		}
 		var cpu [3][]float64 // worker, nats-server, emulator: µs per message
 		var raw, syncs []float64

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tgnotify/tgnotify/pkg/delivery"
 )
 
 // Scenarios lists the scenario groups [Run] knows, in the order it runs them.
@@ -65,8 +67,9 @@ type Config struct {
 	StormOrders, StormPauses int
 	StormPause, StormGap     time.Duration
 	// CeilingMessages is the backlog the worker sends in scenario 5, with
-	// CeilingInFlight concurrent requests; CeilingSyncMessages on an
-	// fsync-always server.
+	// CeilingInFlight concurrent requests (by default the number the worker
+	// derives at the rates scenario 5 sets: delivery.MaxDerivedInFlight);
+	// CeilingSyncMessages on an fsync-always server.
 	CeilingMessages, CeilingInFlight, CeilingSyncMessages int
 	// MemoryPending and MemoryChats size scenario 6's backlog; the worker's
 	// memory is observed for MemoryObserve once it holds all it can.
@@ -107,7 +110,7 @@ func Defaults() Config {
 		PubAckOrders: 500, PubAckSyncOrders: 300, DeliveryOrders: 200, LatencyWarmup: 10,
 		LimitChats: 1500, HotOthers: 1000, HotMessages: 100,
 		StormOrders: 600, StormPauses: 3, StormPause: 3 * time.Second, StormGap: 4 * time.Second,
-		CeilingMessages: 50_000, CeilingInFlight: 64, CeilingSyncMessages: 5_000,
+		CeilingMessages: 50_000, CeilingInFlight: delivery.MaxDerivedInFlight, CeilingSyncMessages: 5_000,
 		MemoryPending: 1_000_000, MemoryChats: 200_000, MemoryObserve: 12 * time.Second,
 		FailoverRuns: 3, FailoverRate: 20, FailoverWarmup: 5 * time.Second, FailoverWindow: 15 * time.Second,
 		EndToEndRate: 1000, EndToEndChats: 10_000, EndToEndDuration: time.Minute,
