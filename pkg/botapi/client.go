@@ -111,7 +111,8 @@ func normalizeBaseURL(raw string) (string, error) {
 // It speaks HTTP/1.1 only: a connection then carries one request at a time,
 // which lets it run the request's admission check on its first write
 // (admission.go). The Bot API serves HTTP/1.1 as well as HTTP/2, and the pool
-// keeps up to 64 connections to it.
+// keeps as many idle connections to it as a worker derives to keep requests
+// in flight (httpgate.Options.MaxIdleConnsPerHost).
 func newHTTPClient() *http.Client {
 	return &http.Client{
 		Transport:     httpgate.NewTransport(httpgate.Options{}),
