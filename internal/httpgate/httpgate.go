@@ -71,14 +71,22 @@ func (e *NotSentError) Error() string { return fmt.Sprintf("not sent: %v", e.Err
 // Unwrap returns the admission check's error.
 func (e *NotSentError) Unwrap() error { return e.Err }
 
+// DefaultMaxIdleConnsPerHost is the default bound of the pool kept per
+// provider host: four times the most requests a worker derives to keep in
+// flight (delivery.MaxDerivedInFlight, 256), so that a -max-in-flight set
+// by hand above that keeps its connections too, up to 1024.
+const DefaultMaxIdleConnsPerHost = 1024
+
 // Options tune NewTransport.
 type Options struct {
 	// DialTimeout bounds a dial; default 10s.
 	DialTimeout time.Duration
-	// MaxIdleConnsPerHost is the pool kept per provider host; default 256,
-	// the most requests a worker derives to keep in flight
-	// (delivery.MaxDerivedInFlight): fewer would close and open connections
-	// (TLS handshakes) at Telegram's paid-broadcast rate.
+	// MaxIdleConnsPerHost is the most idle connections kept per provider
+	// host; default DefaultMaxIdleConnsPerHost. A pool holds only the
+	// connections its requests opened, so it never grows beyond the most
+	// requests a worker had in flight at once; a bound below that would
+	// close connections and open them again (TLS handshakes) at every
+	// round of requests.
 	MaxIdleConnsPerHost int
 	// UnreadWaitMax bounds how long a gated request waits for answers that
 	// have reached this machine on other connections to be reported
@@ -100,7 +108,7 @@ func NewTransport(o Options) *http.Transport {
 		o.DialTimeout = 10 * time.Second
 	}
 	if o.MaxIdleConnsPerHost <= 0 {
-		o.MaxIdleConnsPerHost = 256
+		o.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
 	if o.UnreadWaitMax <= 0 {
 		o.UnreadWaitMax = 50 * time.Millisecond

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tgnotify/tgnotify/internal/httpgate"
 )
@@ -151,5 +154,81 @@ func TestAnswerNoticeRunsBeforeTheCallerSeesTheAnswer(t *testing.T) {
 				t.Fatalf("the notice ran %d times for a request never written", n)
 			}
 		})
+	}
+}
+
+// The pool keeps the connection of every request a worker had in flight,
+// also above the 256 it derives at most (a -max-in-flight set by hand):
+// when 300 requests were answered at once, each connection went back to
+// the pool instead of being closed, to be dialled again (a TLS handshake
+// to the provider) by the next round.
+func TestPoolKeepsTheConnectionsOfEveryRequestInFlight(t *testing.T) {
+	const inFlight = 300
+	var arrived atomic.Int64
+	all := make(chan struct{})
+	deadline := time.After(time.Minute)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if arrived.Add(1) == inFlight {
+			close(all)
+		}
+		select { // hold every answer until all the requests are in flight
+		case <-all:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	var dials atomic.Int64
+	dialer := &net.Dialer{}
+	c := &http.Client{Transport: httpgate.NewTransport(httpgate.Options{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return dialer.DialContext(ctx, network, addr)
+		},
+	})}
+	defer c.CloseIdleConnections()
+	puts := make(chan error, inFlight)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	trace := &httptrace.ClientTrace{PutIdleConn: func(err error) { puts <- err }}
+	var wg sync.WaitGroup
+	for range inFlight {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, srv.URL, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp, err := httpgate.Do(c, true, req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if n := dials.Load(); n != inFlight {
+		t.Fatalf("%d requests in flight at once dialled %d connections, want one each", inFlight, n)
+	}
+	// Each connection is handed back to the pool (or closed) by its read
+	// loop once its answer was read.
+	closed := 0
+	for range inFlight {
+		select {
+		case err := <-puts:
+			if err != nil {
+				closed++
+			}
+		case <-deadline:
+			t.Fatal("the connections were not handed back to the pool within a minute")
+		}
+	}
+	if closed > 0 {
+		t.Fatalf("%d of %d connections were closed instead of kept in the pool", closed, inFlight)
 	}
 }

@@ -111,8 +111,8 @@ func normalizeBaseURL(raw string) (string, error) {
 // It speaks HTTP/1.1 only: a connection then carries one request at a time,
 // which lets it run the request's admission check on its first write
 // (admission.go). The Bot API serves HTTP/1.1 as well as HTTP/2, and the pool
-// keeps as many idle connections to it as a worker derives to keep requests
-// in flight (httpgate.Options.MaxIdleConnsPerHost).
+// keeps the connection of every request a worker had in flight at once, up
+// to httpgate.DefaultMaxIdleConnsPerHost.
 func newHTTPClient() *http.Client {
 	return &http.Client{
 		Transport:     httpgate.NewTransport(httpgate.Options{}),

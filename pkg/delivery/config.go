@@ -18,7 +18,9 @@ const (
 	// derives, whatever the rate.
 	DefaultMaxInFlight = 16
 	// MaxDerivedInFlight is the most attempts in flight InFlightFor
-	// derives, the HTTP connections kept per provider host (httpgate).
+	// derives. The HTTP pool per provider host keeps up to four times as
+	// many connections (httpgate.DefaultMaxIdleConnsPerHost), so that a
+	// number set by hand above it keeps its connections too.
 	MaxDerivedInFlight = 256
 	// InFlightHorizon is the time one attempt may take, answer and records
 	// included, while the attempts in flight still keep the channel's rate:
