@@ -33,16 +33,7 @@ func TestRefusedRequestsNeverReachTheServer(t *testing.T) {
 		if admit != nil {
 			ctx = httpgate.WithAdmission(ctx, admit)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader([]byte(`{"text":"hi"}`)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := httpgate.Do(c, true, req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.Body.Close()
+		return post(ctx, c, srv.URL, []byte(`{"text":"hi"}`))
 	}
 	var wg sync.WaitGroup
 	for range 8 { // fill the pool with kept-alive connections
@@ -194,18 +185,9 @@ func TestPoolKeepsTheConnectionsOfEveryRequestInFlight(t *testing.T) {
 	var wg sync.WaitGroup
 	for range inFlight {
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, srv.URL, nil)
-			if err != nil {
+			if err := post(httptrace.WithClientTrace(ctx, trace), c, srv.URL, nil); err != nil {
 				t.Error(err)
-				return
 			}
-			resp, err := httpgate.Do(c, true, req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
 		})
 	}
 	wg.Wait()
@@ -231,4 +213,20 @@ func TestPoolKeepsTheConnectionsOfEveryRequestInFlight(t *testing.T) {
 	if closed > 0 {
 		t.Fatalf("%d of %d connections were closed instead of kept in the pool", closed, inFlight)
 	}
+}
+
+// post sends body to url with c through httpgate.Do, as a gated request,
+// and reads the answer to its end, which hands the connection back to the
+// pool.
+func post(ctx context.Context, c *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := httpgate.Do(c, true, req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
 }
