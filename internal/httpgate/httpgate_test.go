@@ -157,7 +157,6 @@ func TestPoolKeepsTheConnectionsOfEveryRequestInFlight(t *testing.T) {
 	const inFlight = 300
 	var arrived atomic.Int64
 	all := make(chan struct{})
-	deadline := time.After(time.Minute)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if arrived.Add(1) == inFlight {
@@ -206,7 +205,7 @@ func TestPoolKeepsTheConnectionsOfEveryRequestInFlight(t *testing.T) {
 			if err != nil {
 				closed++
 			}
-		case <-deadline:
+		case <-ctx.Done():
 			t.Fatal("the connections were not handed back to the pool within a minute")
 		}
 	}
