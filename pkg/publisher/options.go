@@ -112,7 +112,8 @@ type Options struct {
 
 	// AfterAck, when set, is called with rows whose PubAcks arrived, before
 	// they are marked published (their Payload is nil: it is released once
-	// published). An error makes Run return it at once,
+	// published). Successive calls carry consecutive rows in id order; one
+	// marking may follow several calls. An error makes Run return it at once,
 	// without marking those rows: tests use it to simulate a crash between
 	// PubAck and marking. Production code leaves it nil.
 	AfterAck func(rows []outbox.Row) error

@@ -516,33 +516,21 @@ func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
 		if broken {
 			continue // drain: nothing is marked after a failure
 		}
-		if p.opts.AfterAck != nil {
-			rows := chunks[0]
-			if len(chunks) > 1 {
-				rows = nil
-				for _, c := range chunks {
-					rows = append(rows, c...)
-				}
-			}
-			if err := p.opts.AfterAck(rows); err != nil {
-				broken = true
-				err = fmt.Errorf("after-ack hook: %w", err)
-				r.mu.Lock()
-				r.fatal = err
-				r.mu.Unlock()
-				r.fail(err)
-				continue
-			}
+		if err := r.afterAck(chunks); err != nil {
+			broken = true
+			err = fmt.Errorf("after-ack hook: %w", err)
+			r.mu.Lock()
+			r.fatal = err
+			r.mu.Unlock()
+			r.fail(err)
+			continue
 		}
 		// The chunks are consecutive pieces of the acknowledged prefix of
 		// the round, which starts after the last row marked: every row up
 		// to the last id of the last chunk is published (no pending row
 		// lies between two chunks, as each read continued from the previous
 		// one's last id, and ids commit in order). One marking covers them.
-		n := 0
-		for _, c := range chunks {
-			n += len(c)
-		}
+		n := countRows(chunks)
 		upto := chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].ID
 		if err := r.markUpTo(upto); err != nil {
 			broken = true
@@ -557,6 +545,21 @@ func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
 		p.metrics.published.Add(float64(n))
 	}
 	return marked, last
+}
+
+// afterAck calls the AfterAck hook, when set, with each chunk in order
+// (one call per chunk: joining them would copy every row), and returns the
+// first error.
+func (r *round) afterAck(chunks [][]outbox.Row) error {
+	if r.p.opts.AfterAck == nil {
+		return nil
+	}
+	for _, rows := range chunks {
+		if err := r.p.opts.AfterAck(rows); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // markUpTo marks every row up to id upto published in one transaction,

@@ -331,7 +331,10 @@ func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
 	p := r.p
 	failed := false
 	var last *fastBatch
-	var held []outbox.Row // the rows of last, not forwarded yet
+	// held are the rows of last not forwarded yet, as the segments that
+	// carried them: concatenating them would copy each row again and grow
+	// a slice of a whole batch, garbage after every batch.
+	var held [][]outbox.Row
 	for seg := range in {
 		b := seg.fb
 		if last != b {
@@ -347,9 +350,10 @@ func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
 		if seg.eob {
 			err := r.awaitEnd(b)
 			if errors.Is(err, errUnverifiedBatch) && len(held) > 0 {
-				err = r.proveStored(b, held[len(held)-1])
+				lastRow := held[len(held)-1][len(held[len(held)-1])-1]
+				err = r.proveStored(b, lastRow)
 				if errors.Is(err, errUnverifiedBatch) {
-					p.verifyUpto.Store(max(p.verifyUpto.Load(), held[len(held)-1].ID))
+					p.verifyUpto.Store(max(p.verifyUpto.Load(), lastRow.ID))
 				}
 			}
 			b.setProof(err == nil)
@@ -367,26 +371,41 @@ func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
 		// not only at its end.
 		if _, err := r.awaitAck(b, seg.first+uint64(len(seg.rows))-1); err != nil {
 			failed = true
-			p.metrics.publishErrors.Add(float64(len(held) + len(seg.rows)))
+			p.metrics.publishErrors.Add(float64(countRows(held) + len(seg.rows)))
 			r.fail(err)
 			r.settle(b)
 			continue
 		}
-		held = append(held, seg.rows...)
+		held = append(held, seg.rows)
 	}
 	if last != nil {
 		p.acks.forgetFast(last)
 	}
 }
 
-// forward hands acknowledged rows to the mark stage and observes their
-// latency.
-func (r *round) forward(rows []outbox.Row, out chan<- []outbox.Row) {
+// forward observes the latency of acknowledged rows and hands them to the
+// mark stage, in order. The chunks go out back to back, so that the mark
+// stage finds them queued together and marks them in one transaction
+// (with the default options markQueue holds all of a batch's chunks).
+func (r *round) forward(chunks [][]outbox.Row, out chan<- []outbox.Row) {
 	now := r.p.opts.Now()
-	for _, row := range rows {
-		r.p.metrics.latency.Observe(now.Sub(row.CreatedAt).Seconds())
+	for _, rows := range chunks {
+		for _, row := range rows {
+			r.p.metrics.latency.Observe(now.Sub(row.CreatedAt).Seconds())
+		}
 	}
-	out <- rows
+	for _, rows := range chunks {
+		out <- rows
+	}
+}
+
+// countRows returns the number of rows in chunks.
+func countRows(chunks [][]outbox.Row) int {
+	n := 0
+	for _, c := range chunks {
+		n += len(c)
+	}
+	return n
 }
 
 // awaitAck waits until batch b has acknowledged message seq, and returns
