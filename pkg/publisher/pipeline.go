@@ -531,7 +531,7 @@ func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
 		// lies between two chunks, as each read continued from the previous
 		// one's last id, and ids commit in order). One marking covers them.
 		n := countRows(chunks)
-		upto := chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].ID
+		upto := lastOf(chunks).ID
 		if err := r.markUpTo(upto); err != nil {
 			broken = true
 			r.fail(err)

@@ -350,7 +350,7 @@ func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
 		if seg.eob {
 			err := r.awaitEnd(b)
 			if errors.Is(err, errUnverifiedBatch) && len(held) > 0 {
-				lastRow := held[len(held)-1][len(held[len(held)-1])-1]
+				lastRow := lastOf(held)
 				err = r.proveStored(b, lastRow)
 				if errors.Is(err, errUnverifiedBatch) {
 					p.verifyUpto.Store(max(p.verifyUpto.Load(), lastRow.ID))
@@ -397,6 +397,12 @@ func (r *round) forward(chunks [][]outbox.Row, out chan<- []outbox.Row) {
 	for _, rows := range chunks {
 		out <- rows
 	}
+}
+
+// lastOf returns the last row of chunks, none of which is empty.
+func lastOf(chunks [][]outbox.Row) outbox.Row {
+	c := chunks[len(chunks)-1]
+	return c[len(c)-1]
 }
 
 // countRows returns the number of rows in chunks.
