@@ -211,8 +211,13 @@ func TestSurvivesNATSOutage(t *testing.T) {
 	}
 	e.srv.Start(t)
 
+	// The application goes on writing 2,000 rows a second while the
+	// publisher catches up, so the catch-up takes as long as the drain
+	// needs to outrun it: seconds here, but CI's run under -race on a
+	// shared machine once took more than 30 s. The wait checks that the
+	// backlog gets published, not how fast (BENCHMARKS.md measures that).
 	atRestart := app.enqueued()
-	waitFor(t, 30*time.Second, func() bool { return streamCount(e.js) >= uint64(atRestart) }, "the backlog of the outage to be published")
+	waitFor(t, 2*time.Minute, func() bool { return streamCount(e.js) >= uint64(atRestart) }, "the backlog of the outage to be published")
 	n := app.stop(t)
 	waitFor(t, 60*time.Second, func() bool { return e.pending(t) == 0 }, "every row marked published")
 	waitFor(t, 10*time.Second, e.nc.IsConnected, "the test's own connection to reconnect")
