@@ -651,6 +651,7 @@ const recordTimeout = 5 * time.Second
 // that a redelivery is recognised (the delivery record is stored), so a lost
 // ack costs a redelivery acked without a request, not a second send.
 func (w *Worker) ack(j *job) {
+	j.settling.Store(true)
 	if err := j.reply.Ack(); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
 		w.m.recordErrors.Inc()
 		w.log.Warn("ack not sent; a redelivery will be recognised and acked", "key", j.n.Key, "seq", j.seq, "err", err)

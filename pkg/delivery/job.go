@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -41,6 +42,11 @@ type job struct {
 	// before it (pinnedAs): it was just pinned, and takes over from
 	// whoever held the pin.
 	newPin bool
+	// settling is set just before the ack or the termination of the
+	// message is sent (Worker.ack, store.deadLetter): from then on the
+	// consumer may no longer count it as unacknowledged, though the
+	// attempt's result has not reached the dispatcher yet.
+	settling atomic.Bool
 	// dups are later deliveries of the same stream message that arrived
 	// while this one was held; they are acked together with it.
 	dups []*job
@@ -79,4 +85,19 @@ type result struct {
 	halt string
 	// pause is a 429 pause to write to the shared state.
 	pause *pause
+}
+
+// deliveredSince reports whether the message was delivered to this worker
+// in pin epoch epoch or later: this delivery, or a redelivery attached to
+// it (dups).
+func (j *job) deliveredSince(epoch uint64) bool {
+	if j.pinEpoch >= epoch {
+		return true
+	}
+	for _, d := range j.dups {
+		if d.pinEpoch >= epoch {
+			return true
+		}
+	}
+	return false
 }

@@ -814,6 +814,26 @@ func (s *scheduler) recheckSuspects(l *lane, now time.Time) {
 	s.toVerify = append(s.toVerify, holdCheck{recipient: l.key, first: l.parked[0].seq, recheck: true})
 }
 
+// ownInflight counts the messages in flight that the consumer surely
+// counts as unacknowledged by this worker: delivered under its current pin
+// (the job, or a redelivery attached to it, arrived in pin epoch heldFrom
+// or later: Worker.heldFrom), and not being acked or terminated. An attempt
+// begun before the worker lost the pin goes on after it (a request cannot
+// be called back, a send claim is waited for), but its message is no
+// longer this worker's: the consumer may have given it to the worker
+// pinned meanwhile, or that worker may have settled it (bug 56). And an
+// attempt whose ack has gone out is still in flight until the dispatcher
+// reads its result, while the consumer no longer counts its message.
+func (s *scheduler) ownInflight(heldFrom uint64) int {
+	n := 0
+	for _, l := range s.lanes {
+		if j := l.inflight; j != nil && j.deliveredSince(heldFrom) && !j.settling.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 // rescheduleAll re-reads the shared state for every lane (a recipient found
 // dead needs no token any more).
 func (s *scheduler) rescheduleAll(now time.Time) {

@@ -427,6 +427,7 @@ func (s *store) deadLetter(ctx context.Context, j *job, l letter) error {
 	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: j.data}); err != nil {
 		return fmt.Errorf("publishing dead letter for seq %d to %s: %w", j.seq, subject, jetstream.Denied(s.js.Conn(), err))
 	}
+	j.settling.Store(true)
 	if err := j.reply.TermWithReason(l.reason); err != nil && !errors.Is(err, natsjs.ErrMsgAlreadyAckd) {
 		s.log.Warn("dead letter stored but terminating the original failed; it will be redelivered and dead-lettered again (de-duplicated)",
 			"seq", j.seq, "err", err)

@@ -139,14 +139,22 @@ func (w *Worker) restartTakeover(now time.Time) {
 // count of a moment ago, so messages that arrived in between are not
 // counted as ours (they would hide as many of the other worker's: found by
 // TestRepinnedWorkerWaitsForTheOthersMessages), nor are the stale parks of a
-// pin this worker lost (scheduler.losePin). Messages acked in between make
-// the wait longer, never shorter.
+// pin this worker lost (scheduler.losePin), nor the attempts it began under
+// that pin and that still run (scheduler.ownInflight): their messages may
+// be held by the worker pinned meanwhile as well, or settled by it.
+// Counted, they hid as many of another worker's messages: in the long
+// cluster chaos run on 1075ee7 a consumer leader change gave a worker's 16
+// messages in flight, waiting for their send claims, to the other worker;
+// the first, pinned again a second later, counted them as its own, ended
+// its takeover with 33 lanes unchecked, and sent a chat's order 08163
+// while 08162 was still with the other worker (bug 56). Messages acked in
+// between make the wait longer, never shorter.
 func (w *Worker) onTakeoverCheck(c ackCount) {
 	if w.stopCheck == nil || c.gen != w.takeoverGen.Load() {
 		return // over, or read before the takeover began again
 	}
 	n := w.sched.counts()
-	ours := len(w.incoming) + n.held + n.ownParked + n.inflight
+	ours := len(w.incoming) + n.held + n.ownParked + w.sched.ownInflight(w.heldFrom)
 	ours -= int(w.received.Load() - c.received)
 	if !plausibleReading(c, ours, w.takeoverBounds) {
 		// Not this consumer as it is: its leader cannot count fewer

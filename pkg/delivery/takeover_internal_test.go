@@ -193,3 +193,107 @@ func TestTakeoverBegunAgainChecksEveryLaneInANewWindow(t *testing.T) {
 		t.Errorf("%d checks running, want 0", w.clearsRunning)
 	}
 }
+
+// A takeover does not count as its own a message whose attempt the worker
+// began under a pin it lost: the attempt runs on (a request cannot be
+// called back, a send claim is waited for), but the consumer may have
+// given the message to the worker pinned meanwhile. Counted, it hid one of
+// that worker's messages, and the takeover ended with lanes unchecked.
+// Found by the long cluster chaos run on 1075ee7: a consumer leader change
+// handed a worker's messages in flight, waiting for their send claims, to
+// the other worker; pinned again a second later, the first counted them,
+// ended its takeover with 33 lanes unchecked, and sent a chat's order
+// 08163 while 08162 was still with the other worker (bug 56). A
+// redelivery of the message attached to the attempt under the new pin
+// makes it the worker's again.
+func TestTakeoverDoesNotCountAttemptsOfALostPin(t *testing.T) {
+	now := t0
+	s, v := newTestScheduler(30)
+	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
+		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+
+	// Under pin epoch 0 the worker sends seq 5 of chat 100.
+	v.apply(first(s.arrive(mkJob(5, "100"), now)))
+	stale, _ := s.next(now)
+	if stale == nil || stale.seq != 5 {
+		t.Fatalf("next = %v, want seq 5", stale)
+	}
+	// The pin moves away while that attempt waits for its send claim
+	// (pinMoved), and comes back: seq 9 of chat 200 arrives under the new
+	// pin and a takeover begins.
+	w.heldFrom = 1
+	eff, _ := s.handBackAll(now)
+	v.apply(eff)
+	s.losePin()
+	now = now.Add(time.Second)
+	s.regainPin()
+	s.startTakeover(now.Add(time.Minute), now)
+	j := mkJob(9, "200")
+	j.pinEpoch = 1
+	v.apply(first(s.arrive(j, now)))
+	stopped := false
+	w.stopCheck = func() { stopped = true }
+	w.takeoverBounds = &ackCount{floor: 4, delivered: 9} // the window read; the lane checks wait
+
+	// The consumer counts two unacknowledged messages: seq 9, and the one
+	// the other worker holds (seq 5 itself, given to it at the election,
+	// or another it received). Only seq 9 is this worker's.
+	w.onTakeoverCheck(ackCount{pending: 2, floor: 4, delivered: 9})
+	if stopped {
+		t.Fatal("the takeover ended counting an attempt of the lost pin as the worker's own")
+	}
+	if got := s.ownInflight(w.heldFrom); got != 0 {
+		t.Fatalf("ownInflight = %d with only an attempt of the lost pin in flight, want 0", got)
+	}
+
+	// Seq 5 redelivered to this worker under its new pin joins the attempt:
+	// now both are this worker's, and the count balances.
+	dup := mkJob(5, "100")
+	dup.pinEpoch = 1
+	if _, isDup := s.arrive(dup, now); !isDup {
+		t.Fatal("the redelivery of the message in flight was not attached to it")
+	}
+	if got := s.ownInflight(w.heldFrom); got != 1 {
+		t.Fatalf("ownInflight = %d after a redelivery under the new pin, want 1", got)
+	}
+	w.onTakeoverCheck(ackCount{pending: 2, floor: 4, delivered: 9})
+	if !stopped {
+		t.Fatal("the takeover goes on though every unacknowledged message is the worker's")
+	}
+}
+
+// A message whose ack has gone out is not counted as the worker's while
+// its attempt's result waits for the dispatcher: the consumer no longer
+// counts it, and counting it would hide one of another worker's messages.
+func TestTakeoverDoesNotCountAttemptsBeingAcked(t *testing.T) {
+	now := t0
+	s, v := newTestScheduler(30)
+	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
+		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	v.apply(first(s.arrive(mkJob(5, "100"), now)))
+	j, _ := s.next(now)
+	if j == nil {
+		t.Fatal("nothing to send")
+	}
+	s.startTakeover(now.Add(time.Minute), now)
+	stopped := false
+	w.stopCheck = func() { stopped = true }
+	w.takeoverBounds = &ackCount{floor: 4, delivered: 9}
+
+	// In flight and not acked: the worker's own, and with nothing else
+	// unacknowledged the takeover may end.
+	if got := s.ownInflight(w.heldFrom); got != 1 {
+		t.Fatalf("ownInflight = %d, want 1", got)
+	}
+	// Its ack goes out (Worker.ack) and reaches the server before the
+	// reading, which counts one message: another worker's.
+	j.settling.Store(true)
+	w.onTakeoverCheck(ackCount{pending: 1, floor: 5, delivered: 9})
+	if stopped {
+		t.Fatal("the takeover ended counting a message being acked as the worker's own")
+	}
+	w.onTakeoverCheck(ackCount{pending: 0, floor: 9, delivered: 9})
+	if !stopped {
+		t.Fatal("the takeover goes on with nothing unacknowledged")
+	}
+}
