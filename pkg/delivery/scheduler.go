@@ -843,7 +843,10 @@ func (s *scheduler) rescheduleAll(now time.Time) {
 }
 
 // counts are the scheduler's figures. ownParked are the parked messages
-// that are not stale (losePin).
+// this worker handed back under its current pin: not stale (losePin), and
+// not suspects, which another worker may hold, or may have settled since
+// the check that found them (scheduler.suspect): a takeover counting one
+// settled would hide one of that worker's messages (bug 56).
 type counts struct {
 	held, parked, ownParked, inflight, lanes int
 }
@@ -854,7 +857,7 @@ func (s *scheduler) counts() counts {
 		c.held += len(l.queue)
 		c.parked += len(l.parked)
 		for _, p := range l.parked {
-			if !p.stale {
+			if !p.stale && !p.suspect {
 				c.ownParked++
 			}
 		}

@@ -744,8 +744,8 @@ func TestSchedulerStaleParks(t *testing.T) {
 	if len(l.parked) != 2 || l.parked[0].seq != lo || l.parked[0].stale || !l.parked[0].deadline.Equal(deadline) || l.parked[1].seq != lo+5 {
 		t.Fatalf("lane %s parked %+v after its check, want seq %d, own, until the check's deadline, then seq %d", j.lane, l.parked, lo, lo+5)
 	}
-	if c := s.counts(); c.ownParked != 2 || c.parked != 3 {
-		t.Fatalf("counts %+v after the check, want the suspect counted as own, lane 300's stale park not", c)
+	if c := s.counts(); c.ownParked != 1 || c.parked != 3 {
+		t.Fatalf("counts %+v after the check, want only the new message's park counted as own: not the suspect (another worker may hold it, or settle it any moment: bug 56), nor lane 300's stale park", c)
 	}
 	if sp := s.lanes["300"].parked; len(sp) != 1 || !sp[0].stale {
 		t.Fatalf("lane 300 parked %+v, want its stale park kept until checked or expired", sp)

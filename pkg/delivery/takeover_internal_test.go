@@ -297,3 +297,33 @@ func TestTakeoverDoesNotCountAttemptsBeingAcked(t *testing.T) {
 		t.Fatal("the takeover goes on with nothing unacknowledged")
 	}
 }
+
+// A suspect a lane check found is not counted as the worker's own: the
+// worker that holds it may settle it at any moment (a live worker the pin
+// moved away from records and acks what it had in flight), and counted
+// after that it would hide one of that worker's messages in a lane not
+// checked yet.
+func TestTakeoverDoesNotCountSuspects(t *testing.T) {
+	now := t0
+	s, _ := newTestScheduler(30)
+	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
+		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	s.startTakeover(now.Add(time.Minute), now)
+	stopped := false
+	w.stopCheck = func() { stopped = true }
+	w.takeoverBounds = &ackCount{floor: 2, delivered: 9}
+	s.laneCleared("100", []uint64{3}, now.Add(20*time.Second), now)
+	if c := s.counts(); c.parked != 1 || c.ownParked != 0 {
+		t.Fatalf("counts %+v with a suspect parked, want it parked and not own", c)
+	}
+	// The other worker acked seq 3; the one message the consumer counts
+	// is another of its messages, in a lane not checked yet.
+	w.onTakeoverCheck(ackCount{pending: 1, floor: 3, delivered: 9})
+	if stopped {
+		t.Fatal("the takeover ended counting a suspect as the worker's own")
+	}
+	w.onTakeoverCheck(ackCount{pending: 0, floor: 9, delivered: 9})
+	if !stopped {
+		t.Fatal("the takeover goes on with nothing unacknowledged")
+	}
+}
