@@ -209,8 +209,6 @@ func TestTakeoverBegunAgainChecksEveryLaneInANewWindow(t *testing.T) {
 func TestTakeoverDoesNotCountAttemptsOfALostPin(t *testing.T) {
 	now := t0
 	s, v := newTestScheduler(30)
-	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
 
 	// Under pin epoch 0 the worker sends seq 5 of chat 100.
 	v.apply(first(s.arrive(mkJob(5, "100"), now)))
@@ -219,27 +217,24 @@ func TestTakeoverDoesNotCountAttemptsOfALostPin(t *testing.T) {
 		t.Fatalf("next = %v, want seq 5", stale)
 	}
 	// The pin moves away while that attempt waits for its send claim
-	// (pinMoved), and comes back: seq 9 of chat 200 arrives under the new
-	// pin and a takeover begins.
-	w.heldFrom = 1
+	// (pinMoved), and comes back: a takeover begins, and seq 9 of chat
+	// 200 arrives under the new pin.
 	eff, _ := s.handBackAll(now)
 	v.apply(eff)
 	s.losePin()
 	now = now.Add(time.Second)
 	s.regainPin()
-	s.startTakeover(now.Add(time.Minute), now)
+	w, ended := takeoverUnderTest(s, now, 4, 9)
+	w.heldFrom = 1
 	j := mkJob(9, "200")
 	j.pinEpoch = 1
 	v.apply(first(s.arrive(j, now)))
-	stopped := false
-	w.stopCheck = func() { stopped = true }
-	w.takeoverBounds = &ackCount{floor: 4, delivered: 9} // the window read; the lane checks wait
 
 	// The consumer counts two unacknowledged messages: seq 9, and the one
 	// the other worker holds (seq 5 itself, given to it at the election,
 	// or another it received). Only seq 9 is this worker's.
 	w.onTakeoverCheck(ackCount{pending: 2, floor: 4, delivered: 9})
-	if stopped {
+	if ended() {
 		t.Fatal("the takeover ended counting an attempt of the lost pin as the worker's own")
 	}
 	if got := s.ownInflight(w.heldFrom); got != 0 {
@@ -257,7 +252,7 @@ func TestTakeoverDoesNotCountAttemptsOfALostPin(t *testing.T) {
 		t.Fatalf("ownInflight = %d after a redelivery under the new pin, want 1", got)
 	}
 	w.onTakeoverCheck(ackCount{pending: 2, floor: 4, delivered: 9})
-	if !stopped {
+	if !ended() {
 		t.Fatal("the takeover goes on though every unacknowledged message is the worker's")
 	}
 }
@@ -266,36 +261,22 @@ func TestTakeoverDoesNotCountAttemptsOfALostPin(t *testing.T) {
 // its attempt's result waits for the dispatcher: the consumer no longer
 // counts it, and counting it would hide one of another worker's messages.
 func TestTakeoverDoesNotCountAttemptsBeingAcked(t *testing.T) {
-	now := t0
 	s, v := newTestScheduler(30)
-	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
-	v.apply(first(s.arrive(mkJob(5, "100"), now)))
-	j, _ := s.next(now)
+	v.apply(first(s.arrive(mkJob(5, "100"), t0)))
+	j, _ := s.next(t0)
 	if j == nil {
 		t.Fatal("nothing to send")
 	}
-	s.startTakeover(now.Add(time.Minute), now)
-	stopped := false
-	w.stopCheck = func() { stopped = true }
-	w.takeoverBounds = &ackCount{floor: 4, delivered: 9}
+	w, ended := takeoverUnderTest(s, t0, 4, 9)
 
-	// In flight and not acked: the worker's own, and with nothing else
-	// unacknowledged the takeover may end.
+	// In flight and not acked: the worker's own.
 	if got := s.ownInflight(w.heldFrom); got != 1 {
 		t.Fatalf("ownInflight = %d, want 1", got)
 	}
 	// Its ack goes out (Worker.ack) and reaches the server before the
 	// reading, which counts one message: another worker's.
 	j.settling.Store(true)
-	w.onTakeoverCheck(ackCount{pending: 1, floor: 5, delivered: 9})
-	if stopped {
-		t.Fatal("the takeover ended counting a message being acked as the worker's own")
-	}
-	w.onTakeoverCheck(ackCount{pending: 0, floor: 9, delivered: 9})
-	if !stopped {
-		t.Fatal("the takeover goes on with nothing unacknowledged")
-	}
+	waitsForTheOthersMessage(t, w, ended, "a message being acked")
 }
 
 // A suspect a lane check found is not counted as the worker's own: the
@@ -304,26 +285,42 @@ func TestTakeoverDoesNotCountAttemptsBeingAcked(t *testing.T) {
 // after that it would hide one of that worker's messages in a lane not
 // checked yet.
 func TestTakeoverDoesNotCountSuspects(t *testing.T) {
-	now := t0
 	s, _ := newTestScheduler(30)
-	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
-	s.startTakeover(now.Add(time.Minute), now)
-	stopped := false
-	w.stopCheck = func() { stopped = true }
-	w.takeoverBounds = &ackCount{floor: 2, delivered: 9}
-	s.laneCleared("100", []uint64{3}, now.Add(20*time.Second), now)
+	w, ended := takeoverUnderTest(s, t0, 2, 9)
+	s.laneCleared("100", []uint64{3}, t0.Add(20*time.Second), t0)
 	if c := s.counts(); c.parked != 1 || c.ownParked != 0 {
 		t.Fatalf("counts %+v with a suspect parked, want it parked and not own", c)
 	}
 	// The other worker acked seq 3; the one message the consumer counts
 	// is another of its messages, in a lane not checked yet.
-	w.onTakeoverCheck(ackCount{pending: 1, floor: 3, delivered: 9})
-	if stopped {
-		t.Fatal("the takeover ended counting a suspect as the worker's own")
+	waitsForTheOthersMessage(t, w, ended, "a suspect")
+}
+
+// takeoverUnderTest returns a worker in a running takeover whose window
+// (floor, delivered] is read, its lane checks not started, and a function
+// reporting whether the takeover has ended.
+func takeoverUnderTest(s *scheduler, now time.Time, floor, delivered uint64) (*Worker, func() bool) {
+	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
+		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	s.startTakeover(now.Add(time.Minute), now)
+	stopped := false
+	w.stopCheck = func() { stopped = true }
+	w.takeoverBounds = &ackCount{floor: floor, delivered: delivered}
+	return w, func() bool { return stopped }
+}
+
+// waitsForTheOthersMessage checks that a takeover holding nothing the
+// consumer counts goes on while the consumer counts one unacknowledged
+// message, another worker's (what, counted as the worker's own, would
+// balance it), and ends once it counts none.
+func waitsForTheOthersMessage(t *testing.T, w *Worker, ended func() bool, what string) {
+	t.Helper()
+	w.onTakeoverCheck(ackCount{pending: 1, floor: 5, delivered: 9})
+	if ended() {
+		t.Fatalf("the takeover ended counting %s as the worker's own", what)
 	}
 	w.onTakeoverCheck(ackCount{pending: 0, floor: 9, delivered: 9})
-	if !stopped {
+	if !ended() {
 		t.Fatal("the takeover goes on with nothing unacknowledged")
 	}
 }
