@@ -75,7 +75,7 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 	}
 	until := now.Add(w.cfg.AckWait + w.parkGrace())
 	w.sched.startTakeover(until, now)
-	w.takeoverBounds, w.takeoverDoubted = nil, false
+	w.takeoverBounds, w.takeoverDoubted, w.takeoverSince = nil, false, now
 	w.takeoverGen.Add(1)
 	ctx, cancel := context.WithCancel(w.sendCtx)
 	w.stopCheck = cancel
@@ -187,9 +187,10 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 		return
 	}
 	w.log.Info("takeover over: every unacknowledged message is this worker's",
-		"unacked", c.pending, "ours", ours, "lanes_unchecked", len(w.clearQueue)+w.clearsRunning)
+		"unacked", c.pending, "ours", ours, "lanes_unchecked", len(w.clearQueue)+w.clearsRunning,
+		"took", w.now().Sub(w.takeoverSince))
 	w.apply(w.sched.dropStaleParks())
-	w.endQuarantine()
+	w.endQuarantine(takeoverCounted)
 }
 
 // plausibleReading reports whether a reading c of the consumer, taken while
@@ -399,11 +400,19 @@ func (w *Worker) quarantineExpired(now time.Time) bool {
 	return w.stopCheck != nil && !w.sched.inTakeover(now)
 }
 
-// endQuarantine ends the takeover: every lane may send.
-func (w *Worker) endQuarantine() {
+// How a takeover ended, the label of takeover_duration_seconds.
+const (
+	takeoverCounted  = "count"    // every unacknowledged message was this worker's
+	takeoverDeadline = "deadline" // the ack wait and a grace passed
+)
+
+// endQuarantine ends the takeover, as end says (takeoverCounted,
+// takeoverDeadline): every lane may send.
+func (w *Worker) endQuarantine(end string) {
 	if w.stopCheck != nil {
 		w.stopCheck()
 		w.stopCheck = nil
+		w.m.takeoverSeconds.WithLabelValues(end).Observe(w.now().Sub(w.takeoverSince).Seconds())
 	}
 	w.takeoverBounds = nil
 	w.clearQueue = nil

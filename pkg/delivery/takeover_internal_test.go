@@ -70,7 +70,11 @@ func TestFailedLaneCheckHoldsTheQueueBack(t *testing.T) {
 func TestTakeoverIgnoresAReadingThatCannotBeRight(t *testing.T) {
 	now := t0
 	s, _ := newTestScheduler(30)
-	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
+	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
 		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
 	for range 3 { // the worker holds three messages
 		w.incoming <- &job{}
@@ -300,8 +304,12 @@ func TestTakeoverDoesNotCountSuspects(t *testing.T) {
 // (floor, delivered] is read, its lane checks not started, and a function
 // reporting whether the takeover has ended.
 func takeoverUnderTest(s *scheduler, now time.Time, floor, delivered uint64) (*Worker, func() bool) {
-	w := &Worker{sched: s, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
+	if err != nil {
+		panic(err) // the metrics' definitions are wrong: every test fails alike
+	}
+	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
+		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8), takeoverSince: now}
 	s.startTakeover(now.Add(time.Minute), now)
 	stopped := false
 	w.stopCheck = func() { stopped = true }
@@ -322,5 +330,70 @@ func waitsForTheOthersMessage(t *testing.T, w *Worker, ended func() bool, what s
 	w.onTakeoverCheck(ackCount{pending: 0, floor: 9, delivered: 9})
 	if !ended() {
 		t.Fatal("the takeover goes on with nothing unacknowledged")
+	}
+}
+
+// A takeover's duration, from its first arrival to its end, goes into
+// takeover_duration_seconds under how it ended: an operator sees how long
+// lanes waited after a failover, and whether takeovers run out of time.
+func TestTakeoverDurationIsMeasured(t *testing.T) {
+	now := t0
+	s, _ := newTestScheduler(30)
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg, "telegram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
+		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	w.cfg.AckWait = 4 * time.Second
+
+	// begin starts a takeover as startTakeoverCheck does, without the
+	// goroutine that reads the consumer: the test gives the readings.
+	begin := func() {
+		s.startTakeover(now.Add(time.Minute), now)
+		w.stopCheck, w.takeoverSince, w.takeoverBounds = func() {}, now, nil
+	}
+
+	// One ends on its count a second after it began.
+	begin()
+	now = now.Add(time.Second)
+	w.onTakeoverCheck(ackCount{pending: 0, floor: 9, delivered: 9, gen: w.takeoverGen.Load()})
+	if w.stopCheck != nil {
+		t.Fatal("the takeover goes on with nothing unacknowledged")
+	}
+	// Another, begun again once, runs out of time 6 s after it began.
+	begin()
+	now = now.Add(2 * time.Second)
+	w.startTakeoverCheck(now) // begun again: still measured from its first arrival
+	now = now.Add(4 * time.Second)
+	w.endQuarantine(takeoverDeadline)
+
+	want := map[string]float64{"count": 1, "deadline": 6}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "tgnotify_worker_takeover_duration_seconds" {
+			continue
+		}
+		for _, mm := range f.GetMetric() {
+			h := mm.GetHistogram()
+			if h.GetSampleCount() != 1 {
+				t.Errorf("%v: %d takeovers, want 1", mm.GetLabel(), h.GetSampleCount())
+			}
+			for _, l := range mm.GetLabel() {
+				if l.GetName() == "end" {
+					got[l.GetValue()] = h.GetSampleSum()
+				}
+			}
+		}
+	}
+	for end, secs := range want {
+		if got[end] != secs {
+			t.Errorf("takeover ended by %s measured %v s, want %v (all: %v)", end, got[end], secs, got)
+		}
 	}
 }

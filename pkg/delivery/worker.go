@@ -108,6 +108,9 @@ type Worker struct {
 	// takeoverDoubted: this takeover has logged a reading it ignored
 	// (onTakeoverCheck); later ones are logged at debug.
 	takeoverDoubted bool
+	// takeoverSince is when the running takeover began: its first arrival,
+	// kept when it begins again.
+	takeoverSince time.Time
 	// takeoverGen counts the takeovers begun or begun again: readings of
 	// the consumer and lane checks of an earlier one are ignored
 	// (restartTakeover). Written by the dispatcher, read by the reading
@@ -460,7 +463,7 @@ func (w *Worker) launch() time.Time {
 	if w.quarantineExpired(now) {
 		w.log.Warn("messages held by a previous worker did not all come back in time; every lane sends now",
 			"waited", w.cfg.AckWait+w.parkGrace())
-		w.endQuarantine()
+		w.endQuarantine(takeoverDeadline)
 	}
 	for w.sched.inflight < w.cfg.MaxInFlight {
 		now = w.now()
