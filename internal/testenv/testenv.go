@@ -252,6 +252,9 @@ type WorkerOptions struct {
 	Channel delivery.Channel
 	// Now is the worker's clock (default time.Now).
 	Now func() time.Time
+	// Reconnects says when NC came back after a disconnect
+	// (delivery.Deps.Reconnects); NC's jetstream.Options.Reconnects.
+	Reconnects *jetstream.Reconnects
 	// WrapChats, when set, wraps the worker's notify_chats bucket (to
 	// inject faults into its shared state).
 	WrapChats func(natsjs.KeyValue) natsjs.KeyValue
@@ -333,7 +336,7 @@ func (e *Env) StartWorker(o WorkerOptions) *Worker {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	w, err := delivery.New(o.Config, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: e.Log, Registry: reg, Now: o.Now})
+	w, err := delivery.New(o.Config, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: e.Log, Registry: reg, Now: o.Now, Reconnects: o.Reconnects})
 	if err != nil {
 		e.T.Fatalf("creating worker: %v", err)
 	}

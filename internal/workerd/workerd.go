@@ -222,6 +222,8 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 		return nil
 	}
 	s.NATS.Name = name
+	reconnects := &jetstream.Reconnects{}
+	s.NATS.Reconnects = reconnects
 	nc, err := jetstream.Connect(startCtx, s.NATS, log)
 	if err != nil {
 		if r := rejected(); r != nil {
@@ -271,7 +273,7 @@ func Main(ctx context.Context, spec Spec, args []string, getenv func(string) str
 	var g run.Group
 	g.Add(daemon.SignalHandler(ctx))
 	stopStart()
-	w, err := delivery.New(s.Engine, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: log, Registry: reg})
+	w, err := delivery.New(s.Engine, delivery.Deps{JS: js, Resources: res, Channel: ch, Logger: log, Registry: reg, Reconnects: reconnects})
 	if err != nil {
 		return daemon.UsageError{Err: err}
 	}

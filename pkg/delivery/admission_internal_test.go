@@ -3,6 +3,7 @@ package delivery
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
 // No request is admitted after a 429 was read, however the goroutines are
@@ -223,6 +226,46 @@ func TestAdmissionSettleEndsEarlyOnlyForItsReconnect(t *testing.T) {
 	a.settleFor(now.Add(ReconnectSettle), settleCause{reconnects: 3})
 	if _, ok := a.settlingFor(now); ok {
 		t.Fatal("a settle begun without a pin has a pin to confirm")
+	}
+}
+
+// The settle after a reconnect runs ReconnectSettle from when the
+// connection came back, as jetstream.Reconnects recorded it: what is left
+// of it when the worker notices late, nothing when it notices after it. A
+// reconnect not recorded (the handler has not run yet, or no Reconnects)
+// settles from when the worker noticed.
+func TestSettleAfterReconnectRunsFromTheReconnect(t *testing.T) {
+	now := time.Now()
+	clock := now
+	back := &jetstream.Reconnects{Now: func() time.Time { return clock }}
+	for _, tc := range []struct {
+		name     string
+		times    *jetstream.Reconnects
+		recorded uint64        // the last reconnect recorded, 0 for none
+		ago      time.Duration // how long before now it was recorded
+		rc       uint64        // the reconnect the worker noticed
+		want     time.Time     // the settle's end, zero for none
+	}{
+		{"noticed at once", back, 1, 0, 1, now.Add(ReconnectSettle)},
+		{"noticed a second late", back, 2, time.Second, 2, now.Add(ReconnectSettle - time.Second)},
+		{"noticed after the settle", back, 3, ReconnectSettle + time.Second, 3, time.Time{}},
+		{"a later reconnect not recorded yet", back, 4, time.Minute, 5, now.Add(ReconnectSettle)},
+		{"no record of reconnects", nil, 0, 0, 1, now.Add(ReconnectSettle)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.recorded > 0 {
+				clock = now.Add(-tc.ago)
+				back.Record(tc.recorded)
+			}
+			w := &Worker{adm: newAdmission("test", 5, time.Minute, nil), log: slog.New(slog.DiscardHandler), reconnectTimes: tc.times}
+			w.settleAfterReconnect(tc.rc, now)
+			if got := w.adm.settleUntil; !got.Equal(tc.want) {
+				t.Errorf("settle until %v, want %v", got.Sub(now), tc.want.Sub(now))
+			}
+			if ok, _, why := w.adm.gate(now, 0); ok != tc.want.IsZero() {
+				t.Errorf("admitted %v (%s), want %v", ok, why, tc.want.IsZero())
+			}
+		})
 	}
 }
 

@@ -394,6 +394,58 @@ func TestStillPinnedAfterAReconnectSettlesEarly(t *testing.T) {
 	}
 }
 
+// The settle after a reconnect runs from when the connection came back, not
+// from when the worker noticed: a worker whose connection came back while it
+// was still starting (the long cluster chaos run on 5ef896b: waiting for
+// its consumer, then its shared state, while a node restarted) notices it at
+// its first launch, seconds later, when the other workers' records have long
+// landed. The worker's clock stands still here: a settle counted from when
+// it noticed would never end.
+func TestSettleRunsFromTheReconnect(t *testing.T) {
+	t.Parallel()
+	lim, cfg, tg := fastLimits()
+	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
+	clock := &stillClock{at: time.Now()}
+	back := &jetstream.Reconnects{Now: clock.Now}
+	nc, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: env.NATS.URL(), Reconnects: back}, env.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	natstest.WaitFor(t, 10*time.Second, nc.IsConnected, "connected")
+	if err := nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		_, ok := back.At(nc.Stats().Reconnects)
+		return ok && nc.IsConnected()
+	}, "the connection back, its time recorded")
+	clock.advance(delivery.ReconnectSettle + time.Second)
+
+	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, NC: nc, Now: clock.Now, Reconnects: back})
+	env.Publish(note("order:1:accepted", 100, "0"))
+	waitDelivered(t, env, 1)
+	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().Sent == 1 }, "the worker to count 1 sent")
+}
+
+// stillClock is a clock that moves only when told.
+type stillClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *stillClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *stillClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+}
+
 // sendAcrossAReconnect starts a worker on a NATS connection of its own,
 // has it deliver one message to chat 100, breaks its connection with
 // reconnect, and once every connection is back publishes a second message

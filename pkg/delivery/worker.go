@@ -48,6 +48,11 @@ type Deps struct {
 	// RandN returns a uniform random int64 in [0, n) for backoff jitter;
 	// default math/rand/v2.Int64N.
 	RandN func(n int64) int64
+	// Reconnects says when JS's connection came back after a disconnect
+	// (jetstream.Options.Reconnects, timed on Now), so that the settle
+	// after a reconnect runs from then, not from when the worker noticed
+	// it. Without it the settle runs from when the worker noticed.
+	Reconnects *jetstream.Reconnects
 }
 
 // Worker delivers the notifications of one channel from the NOTIFY stream.
@@ -97,6 +102,8 @@ type Worker struct {
 	arrivalEpoch uint64             // pin epoch of the last arrival
 	reconnects   uint64             // NATS reconnections seen
 	stopCheck    context.CancelFunc // stops the running takeover check
+	// reconnectTimes says when the connection came back (Deps.Reconnects).
+	reconnectTimes *jetstream.Reconnects
 	// doubt is the running doubt after a 423; heldFrom the first pin epoch
 	// whose messages this worker keeps: older ones go back (pinreset.go).
 	doubt    *pinDoubt
@@ -220,7 +227,8 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		clears:   make(chan cleared, maxClearing),
 		pinLost:  make(chan struct{}, 1),
 
-		pinElsewhere: make(chan *pinDoubt, 1),
+		pinElsewhere:   make(chan *pinDoubt, 1),
+		reconnectTimes: d.Reconnects,
 	}
 	w.adm = newAdmission(name, cfg.BreakerFailures, cfg.BreakerOpen, func(from, to gobreaker.State) {
 		w.m.breakerState.Set(float64(breakerGauge(to)))
@@ -453,9 +461,7 @@ func (w *Worker) launch() time.Time {
 	now := w.now()
 	if rc := w.js.Conn().Stats().Reconnects; rc != w.reconnects {
 		w.reconnects = rc
-		pin := w.pinHeldBefore(rc)
-		w.adm.settleFor(now.Add(ReconnectSettle), settleCause{reconnects: rc, pin: pin})
-		w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending", "for", ReconnectSettle, "pinned", pin != "")
+		w.settleAfterReconnect(rc, now)
 	}
 	if w.doubtExpired(now) {
 		w.pinMoved("timeout")
@@ -595,6 +601,33 @@ func (w *Worker) onResult(r result) {
 		disp = handBack // the pin moved while it was in flight
 	}
 	w.apply(w.sched.finish(r.job, r.at, r.called, disp, r.delay))
+}
+
+// settleAfterReconnect begins the settle after the connection's rc-th
+// reconnect, noticed at now: ReconnectSettle from when the connection came
+// back, as Deps.Reconnects tells, else from now. The other workers' records
+// it waits for are written once their connections are back, within the
+// settle of the moment NATS came back, however late this worker notices: a
+// worker whose connection came back while it was still starting (waiting
+// for its consumer or its shared state) began to send seconds later, and
+// then waited the whole settle again (the long cluster chaos run on
+// 5ef896b: 8 s after the reconnect, 3 s more of a gap between Telegram
+// outages lost).
+func (w *Worker) settleAfterReconnect(rc uint64, now time.Time) {
+	back := now
+	if at, ok := w.reconnectTimes.At(rc); ok && at.Before(now) {
+		back = at
+	}
+	pin := w.pinHeldBefore(rc)
+	until := back.Add(ReconnectSettle)
+	if !until.After(now) {
+		w.log.Info("reconnected to NATS a while ago: the other workers' delivery records had the time to land; sending",
+			"ago", now.Sub(back), "pinned", pin != "")
+		return
+	}
+	w.adm.settleFor(until, settleCause{reconnects: rc, pin: pin})
+	w.log.Info("reconnected to NATS: waiting for other workers' delivery records before sending",
+		"for", until.Sub(now), "pinned", pin != "")
 }
 
 // probe checks rejected credentials with Channel.Probe until they are

@@ -61,6 +61,11 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 		nats.ReconnectBufSize(-1),
 		nats.CustomReconnectDelay(reconnectDelay(opts.ReconnectWait, opts.MaxReconnectWait)),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			if opts.Reconnects != nil {
+				// A first connect made after failed tries counts them
+				// as reconnects.
+				opts.Reconnects.Record(nc.Stats().Reconnects)
+			}
 			logger.Info("connected to NATS", "url", RedactURL(nc.ConnectedUrl()))
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -71,6 +76,9 @@ func Connect(ctx context.Context, opts Options, logger *slog.Logger) (*nats.Conn
 			logger.Info("disconnected from NATS")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			if opts.Reconnects != nil {
+				opts.Reconnects.Record(nc.Stats().Reconnects)
+			}
 			logger.Info("reconnected to NATS", "url", RedactURL(nc.ConnectedUrl()))
 		}),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {

@@ -111,6 +111,10 @@ type Options struct {
 	// cluster) before the connection moves to another server of its list
 	// (unserved.go). Default 15s.
 	LeaveUnservedAfter time.Duration
+	// Reconnects, when set, hears when the connection comes back after
+	// each disconnect (a worker's settle after a reconnect is timed from
+	// it). Not a flag.
+	Reconnects *Reconnects
 }
 
 // Origins say where a connection's settings came from: "flag -nats",
