@@ -834,6 +834,21 @@ func (s *scheduler) ownInflight(heldFrom uint64) int {
 	return n
 }
 
+// suspectSeqs returns the stream sequences of the suspects parked under
+// this worker's pin: what its lanes wait for another worker to settle or
+// hand back (suspectcount.go).
+func (s *scheduler) suspectSeqs() []uint64 {
+	var out []uint64
+	for _, l := range s.lanes {
+		for _, p := range l.parked {
+			if p.suspect && !p.stale {
+				out = append(out, p.seq)
+			}
+		}
+	}
+	return out
+}
+
 // rescheduleAll re-reads the shared state for every lane (a recipient found
 // dead needs no token any more).
 func (s *scheduler) rescheduleAll(now time.Time) {

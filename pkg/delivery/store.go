@@ -371,6 +371,40 @@ func (s *store) settledKeys(ctx context.Context, keys []string) (map[string]bool
 	return out, nil
 }
 
+// settledOnLeader is settledKeys asked of the buckets' leaders, two
+// requests per key: a replica that is behind may not know a record stored
+// meanwhile, and a takeover that took a settled message for an
+// unacknowledged one would end with a lane unchecked (verifySuspects).
+// While a leader cannot be reached (an election), it fails.
+func (s *store) settledOnLeader(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if s.remembers(k) {
+			out[k] = true
+			continue
+		}
+		e, _, err := s.readFromLeader(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if e != nil && e.state() != StateSending {
+			out[k] = true
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		b := s.attemptsSubjects
+		m, err := s.lastMsg(lctx, b.stream, b.prefix+s.attemptKey(k))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("reading the give-up mark of %q from the leader of %s: %w", k, b.stream, jetstream.Denied(s.js.Conn(), err))
+		}
+		if m != nil && m.Header.Get(kvOperationHeader) == "" && strings.HasPrefix(string(m.Data), doneMark) {
+			out[k] = true
+		}
+	}
+	return out, nil
+}
+
 // pinIDHeader is the header nats-server adds to messages delivered to a
 // pinned client of a priority group.
 const pinIDHeader = "Nats-Pin-Id"

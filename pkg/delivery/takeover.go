@@ -58,6 +58,7 @@ type ackCount struct {
 type cleared struct {
 	recipient string
 	suspects  []uint64
+	keys      []string // the suspects' keys (a takeover's check)
 	err       error
 	verify    bool
 	recheck   bool // an early check of a takeover's suspects (suspectRecheck)
@@ -76,6 +77,7 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 	until := now.Add(w.cfg.AckWait + w.parkGrace())
 	w.sched.startTakeover(until, now)
 	w.takeoverBounds, w.takeoverDoubted, w.takeoverSince = nil, false, now
+	clear(w.suspectKeys)
 	w.takeoverGen.Add(1)
 	ctx, cancel := context.WithCancel(w.sendCtx)
 	w.stopCheck = cancel
@@ -128,6 +130,7 @@ func (w *Worker) restartTakeover(now time.Time) {
 	w.takeoverGen.Add(1)
 	w.sched.restartTakeover(now.Add(w.cfg.AckWait+w.parkGrace()), now)
 	w.takeoverBounds, w.takeoverDoubted, w.clearQueue = nil, false, nil
+	clear(w.suspectKeys)
 	w.m.takeovers.Inc()
 	w.log.Info("a takeover was running: beginning it again, its window read from now on")
 }
@@ -153,9 +156,7 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	if w.stopCheck == nil || c.gen != w.takeoverGen.Load() {
 		return // over, or read before the takeover began again
 	}
-	n := w.sched.counts()
-	ours := len(w.incoming) + n.held + n.ownParked + w.sched.ownInflight(w.heldFrom)
-	ours -= int(w.received.Load() - c.received)
+	ours := w.oursSince(c)
 	if !plausibleReading(c, ours, w.takeoverBounds) {
 		// Not this consumer as it is: its leader cannot count fewer
 		// unacknowledged messages than this worker holds, nor have
@@ -184,6 +185,7 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 		w.startClears()
 	}
 	if foreign := c.pending - ours; foreign > 0 {
+		w.verifySuspects(c, foreign)
 		return
 	}
 	w.log.Info("takeover over: every unacknowledged message is this worker's",
@@ -203,6 +205,15 @@ func plausibleReading(c ackCount, ours int, first *ackCount) bool {
 		return false
 	}
 	return first == nil || (c.delivered >= first.delivered && c.floor >= first.floor)
+}
+
+// oursSince counts the consumer's unacknowledged messages this worker
+// surely holds, as of reading c: what it holds now, less what arrived
+// since c was taken (scheduler.counts, ownInflight).
+func (w *Worker) oursSince(c ackCount) int {
+	n := w.sched.counts()
+	ours := len(w.incoming) + n.held + n.ownParked + w.sched.ownInflight(w.heldFrom)
+	return ours - int(w.received.Load()-c.received)
 }
 
 // startClears starts the checks of the lanes that wait for one, at most
@@ -243,9 +254,9 @@ func (w *Worker) startClears() time.Time {
 		w.clearsRunning++
 		ctx := w.sendCtx
 		go func() {
-			suspects, err := w.suspects(ctx, r, b.floor, b.delivered)
+			suspects, keys, err := w.suspects(ctx, r, b.floor, b.delivered)
 			select {
-			case w.clears <- cleared{recipient: r, suspects: suspects, err: err, gen: gen}:
+			case w.clears <- cleared{recipient: r, suspects: suspects, keys: keys, err: err, gen: gen}:
 			case <-ctx.Done():
 			}
 		}()
@@ -293,6 +304,14 @@ func (w *Worker) onCleared(c cleared) {
 	if len(c.suspects) > 0 {
 		w.log.Info("waiting for messages a previous worker held", "recipient", c.recipient, "suspects", c.suspects)
 	}
+	if w.suspectKeys == nil {
+		w.suspectKeys = make(map[uint64]string)
+	}
+	for i, seq := range c.suspects {
+		if i < len(c.keys) {
+			w.suspectKeys[seq] = c.keys[i]
+		}
+	}
 	now := w.now()
 	w.apply(w.sched.laneCleared(c.recipient, c.suspects, now.Add(w.cfg.AckWait), now))
 }
@@ -323,24 +342,24 @@ func (w *Worker) holdSuspects(ctx context.Context, c holdCheck) ([]uint64, uint6
 	// Below the consumer's ack floor everything is acked or terminated,
 	// settled whatever the records say (a message terminated without its
 	// give-up mark would otherwise look out for ever: bug 46).
-	out, err := w.suspects(ctx, c.recipient, max(c.first-1, info.AckFloor.Stream), info.Delivered.Stream)
+	out, _, err := w.suspects(ctx, c.recipient, max(c.first-1, info.AckFloor.Stream), info.Delivered.Stream)
 	return out, info.Delivered.Stream, err
 }
 
 // suspects reads the recipient's messages in (floor, delivered] and
-// returns the sequences of those not settled: a previous worker may hold
-// them. It reads them from the stream's leader (jetstream.NextMsg), one
+// returns the sequences of those not settled, and their keys: a previous
+// worker may hold them. It reads them from the stream's leader (jetstream.NextMsg), one
 // request per message: a direct get may be answered by a replica that is
 // behind, and a message missing from the read would let the recipient's
 // later one go first.
-func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivered uint64) ([]uint64, error) {
+func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivered uint64) ([]uint64, []string, error) {
 	if delivered <= floor {
-		return nil, nil
+		return nil, nil, nil
 	}
 	subject := w.names.Subject(w.name, recipient)
 	stream := w.streamOf(w.res.Consumer)
 	var out, seqs []uint64
-	var keys []string
+	var outKeys, keys []string
 	// settle adds the unsettled ones of what was read to out, in one
 	// batched read of their records instead of two reads per message.
 	settle := func() error {
@@ -353,7 +372,7 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 		}
 		for i, k := range keys {
 			if !settled[k] {
-				out = append(out, seqs[i])
+				out, outKeys = append(out, seqs[i]), append(outKeys, k)
 			}
 		}
 		keys, seqs = keys[:0], seqs[:0]
@@ -364,7 +383,7 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 		m, err := w.store.nextMsg(gctx, stream, subject, seq)
 		cancel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if m == nil || m.Seq > delivered {
 			break
@@ -384,14 +403,14 @@ func (w *Worker) suspects(ctx context.Context, recipient string, floor, delivere
 		keys, seqs = append(keys, n.Key), append(seqs, m.Seq)
 		if len(keys) == maxLookupBatch {
 			if err := settle(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	if err := settle(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, outKeys, nil
 }
 
 // quarantineExpired reports whether a takeover runs past its deadline: the
@@ -416,5 +435,6 @@ func (w *Worker) endQuarantine(end string) {
 	}
 	w.takeoverBounds = nil
 	w.clearQueue = nil
+	clear(w.suspectKeys)
 	w.sched.endTakeover(w.now())
 }

@@ -131,7 +131,14 @@ type Worker struct {
 	// the next failure holds them back.
 	clearsRetryAt time.Time
 	clearsBackoff time.Duration
-	sendCtx       context.Context // requests in flight; cancelled at the shutdown deadline
+	// suspectKeys are the keys of the running takeover's suspects, by
+	// stream sequence; verifying: a verification of them runs, and none
+	// starts before verifyAfter (suspectcount.go).
+	suspectKeys     map[uint64]string
+	verifying       bool
+	verifyAfter     time.Time
+	settledOnLeader settledOnLeaderFunc
+	sendCtx         context.Context // requests in flight; cancelled at the shutdown deadline
 	// freshUntil ends the start-up settle of redeliveries (settleRedelivery);
 	// set before the dispatcher starts, read by attempts.
 	freshUntil  time.Time
@@ -146,6 +153,7 @@ type Worker struct {
 	wake     chan struct{}
 	takeover chan ackCount // consumer ack-pending counts from the check
 	clears   chan cleared  // lane checks done
+	verdicts chan suspectVerdict
 	pinLost  chan struct{} // signalled when a pull request was answered "pin ID mismatch"
 	// pinElsewhere carries the doubt during which another worker answered
 	// that it is pinned (pinreset.go).
@@ -225,7 +233,10 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		wake:     make(chan struct{}, 1),
 		takeover: make(chan ackCount, 1),
 		clears:   make(chan cleared, maxClearing),
+		verdicts: make(chan suspectVerdict, 1),
 		pinLost:  make(chan struct{}, 1),
+
+		suspectKeys: make(map[uint64]string),
 
 		pinElsewhere:   make(chan *pinDoubt, 1),
 		reconnectTimes: d.Reconnects,
@@ -252,6 +263,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		worker:     w.id, held: w.heldElsewhere,
 	}
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
+	w.settledOnLeader = w.store.settledOnLeader
 	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
 	pauses, last, err := openPauseFile(cfg.PauseFile, name, log)
 	if err != nil {
@@ -422,14 +434,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 			return
 		case j := <-w.incoming:
 			w.onArrival(j)
-			for more := true; more; { // take what else arrived, then launch once
-				select {
-				case j := <-w.incoming:
-					w.onArrival(j)
-				default:
-					more = false
-				}
-			}
+			w.takeIncoming() // take what else arrived, then launch once
 		case r := <-w.results:
 			w.onResult(r)
 		case <-timer.C:
@@ -440,6 +445,8 @@ func (w *Worker) dispatch(ctx context.Context) {
 			w.onTakeoverCheck(c)
 		case c := <-w.clears:
 			w.onCleared(c)
+		case v := <-w.verdicts:
+			w.onSuspectsVerified(v)
 		case <-w.pinLost:
 			w.onPinReset()
 		case d := <-w.pinElsewhere:

@@ -1,0 +1,126 @@
+package delivery
+
+import (
+	"context"
+	"time"
+)
+
+// A takeover ends on its count once the consumer's unacknowledged messages
+// are all this worker's own (onTakeoverCheck). The suspects its lane checks
+// found are not counted there: the worker holding one may settle it at any
+// moment, and counted after that it hid one of that worker's messages
+// (bug 56). But a takeover from a worker that died holding messages then
+// waits until they come back (the ack wait), and every lane not checked
+// yet waits with it, while what it waits for is already known: each of
+// the other worker's messages is a suspect its lane waits for anyway.
+//
+// So when the count leaves no more messages unaccounted for than there are
+// suspects, the worker asks the leaders of the record buckets which
+// suspects are still unsettled. A message is settled only after its record
+// is stored (a delivery record before the ack, a give-up mark before the
+// termination: bug 46), so one still unsettled after the reading was
+// unacknowledged at it, and it is not this worker's. Those count, once:
+// the worker first takes in what arrived (a suspect redelivered here stops
+// being one and counts as held; one that arrived after the reading counts
+// for neither, and the next reading decides). The leaders are asked, not a
+// replica: one behind would call a settled message unsettled, and the
+// count would hide another worker's message again.
+
+// minVerifyGap is the least time between two verifications of a
+// takeover's suspects: a takeover reads the consumer every 50 ms, and each
+// verification costs two requests per suspect.
+const minVerifyGap = 200 * time.Millisecond
+
+// suspectVerdict is a verification of a takeover's suspects: which were
+// still unsettled after reading was taken.
+type suspectVerdict struct {
+	reading   ackCount
+	unsettled map[uint64]bool
+	err       error
+}
+
+// verifySuspects starts a verification of the takeover's suspects after
+// reading c left foreign messages unaccounted for, when there are at least
+// as many suspects with a known key, and none runs.
+func (w *Worker) verifySuspects(c ackCount, foreign int) {
+	if w.verifying || w.now().Before(w.verifyAfter) {
+		return
+	}
+	var seqs []uint64
+	var keys []string
+	for _, seq := range w.sched.suspectSeqs() {
+		if k, ok := w.suspectKeys[seq]; ok {
+			seqs, keys = append(seqs, seq), append(keys, k)
+		}
+	}
+	if len(seqs) < foreign {
+		return
+	}
+	w.verifying = true
+	ctx := w.sendCtx
+	go func() {
+		settled, err := w.settledOnLeader(ctx, keys)
+		v := suspectVerdict{reading: c, err: err}
+		if err == nil {
+			v.unsettled = make(map[uint64]bool, len(seqs))
+			for i, seq := range seqs {
+				if !settled[keys[i]] {
+					v.unsettled[seq] = true
+				}
+			}
+		}
+		select {
+		case w.verdicts <- v:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// onSuspectsVerified ends the takeover when the unacknowledged messages of
+// the verdict's reading are all this worker's or suspects still unsettled.
+func (w *Worker) onSuspectsVerified(v suspectVerdict) {
+	w.verifying = false
+	w.verifyAfter = w.now().Add(minVerifyGap)
+	if w.stopCheck == nil || v.reading.gen != w.takeoverGen.Load() {
+		return // over, or begun again since
+	}
+	if v.err != nil {
+		w.log.Debug("cannot verify the messages a takeover waits for; its count decides", "err", v.err)
+		return
+	}
+	w.takeIncoming()
+	if w.stopCheck == nil || v.reading.gen != w.takeoverGen.Load() {
+		return // an arrival began it again
+	}
+	ours, waited := w.oursSince(v.reading), 0
+	for _, seq := range w.sched.suspectSeqs() {
+		if v.unsettled[seq] {
+			waited++
+		}
+	}
+	if v.reading.pending-ours-waited > 0 {
+		return
+	}
+	w.log.Info("takeover over: every unacknowledged message is this worker's or one it waits for",
+		"unacked", v.reading.pending, "ours", ours, "waited_for", waited,
+		"lanes_unchecked", len(w.clearQueue)+w.clearsRunning, "took", w.now().Sub(w.takeoverSince))
+	w.apply(w.sched.dropStaleParks())
+	w.endQuarantine(takeoverCounted)
+}
+
+// takeIncoming places every message that has arrived and waits for the
+// dispatcher.
+func (w *Worker) takeIncoming() {
+	for {
+		select {
+		case j := <-w.incoming:
+			w.onArrival(j)
+		default:
+			return
+		}
+	}
+}
+
+// settledOnLeaderFunc is how a verification reads the records
+// (store.settledOnLeader; tests replace it).
+type settledOnLeaderFunc func(ctx context.Context, keys []string) (map[string]bool, error)
