@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tgnotify/tgnotify/internal/natstest"
+	"github.com/tgnotify/tgnotify/internal/testclock"
 	"github.com/tgnotify/tgnotify/internal/testenv"
 	"github.com/tgnotify/tgnotify/pkg/botapi"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
@@ -405,7 +406,7 @@ func TestSettleRunsFromTheReconnect(t *testing.T) {
 	t.Parallel()
 	lim, cfg, tg := fastLimits()
 	env := testenv.New(t, testenv.Options{Emulator: emulator.Config{Limits: lim}})
-	clock := &stillClock{at: time.Now()}
+	clock := testclock.New(time.Now())
 	back := &jetstream.Reconnects{Now: clock.Now}
 	nc, err := jetstream.Connect(context.Background(), jetstream.Options{URLs: env.NATS.URL(), Reconnects: back}, env.Log)
 	if err != nil {
@@ -420,30 +421,12 @@ func TestSettleRunsFromTheReconnect(t *testing.T) {
 		_, ok := back.At(nc.Stats().Reconnects)
 		return ok && nc.IsConnected()
 	}, "the connection back, its time recorded")
-	clock.advance(delivery.ReconnectSettle + time.Second)
+	clock.Advance(delivery.ReconnectSettle + time.Second)
 
 	w := env.StartWorker(testenv.WorkerOptions{Config: cfg, Telegram: tg, NC: nc, Now: clock.Now, Reconnects: back})
 	env.Publish(note("order:1:accepted", 100, "0"))
 	waitDelivered(t, env, 1)
 	natstest.WaitFor(t, 10*time.Second, func() bool { return w.Stats().Sent == 1 }, "the worker to count 1 sent")
-}
-
-// stillClock is a clock that moves only when told.
-type stillClock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (c *stillClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at
-}
-
-func (c *stillClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at = c.at.Add(d)
 }
 
 // sendAcrossAReconnect starts a worker on a NATS connection of its own,

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/testclock"
 	"github.com/tgnotify/tgnotify/internal/useragent"
 	"github.com/tgnotify/tgnotify/pkg/twilio"
 	"github.com/tgnotify/tgnotify/pkg/twilio/emulator"
@@ -28,25 +29,8 @@ const (
 	testTo    = "+79991234567"
 )
 
-// clock is a settable clock for the emulator.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock is a manual clock for the emulator's Config.Now.
+func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // bundle is a client talking to an emulator over real HTTP.
 type bundle struct {

@@ -6,46 +6,23 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/testclock"
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 )
 
 const token = "123456789:TEST-emulator-token"
 
-// clock is a manual clock for the emulator's Config.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Unix(1_700_000_000, 0).UTC()} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
+// newClock is a manual clock for the emulator's Config.Now.
+func newClock() *testclock.Clock { return testclock.New(time.Unix(1_700_000_000, 0).UTC()) }
 
 // env is an emulator on a manual clock, called in-process.
 type env struct {
 	t     *testing.T
 	emu   *emulator.Emulator
-	clock *clock
+	clock *testclock.Clock
 	start time.Time
 }
 

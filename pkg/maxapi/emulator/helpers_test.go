@@ -6,41 +6,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/testclock"
 	"github.com/tgnotify/tgnotify/pkg/maxapi/emulator"
 )
 
 const token = "max-emulator-test-token_0123456789"
 
-// clock is a manual clock for the emulator's Config.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Unix(1_700_000_000, 0).UTC()} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock is a manual clock for the emulator's Config.Now.
+func newClock() *testclock.Clock { return testclock.New(time.Unix(1_700_000_000, 0).UTC()) }
 
 // env is an emulator on a manual clock behind a real HTTP server.
 type env struct {
 	t     *testing.T
 	emu   *emulator.Emulator
 	srv   *httptest.Server
-	clock *clock
+	clock *testclock.Clock
 }
 
 func setup(t *testing.T, cfg emulator.Config) *env {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tgnotify/tgnotify/internal/testclock"
 	"github.com/tgnotify/tgnotify/pkg/twilio/emulator"
 )
 
@@ -26,25 +27,8 @@ const (
 	to    = "+79991234567"
 )
 
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock is a manual clock for the emulator's Config.Now.
+func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // syncBuffer collects log output.
 type syncBuffer struct {
