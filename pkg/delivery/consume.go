@@ -206,6 +206,9 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 		w.schedule(j, now)
 		return
 	}
+	// A gap seen on this message or on one that did not reach the
+	// dispatcher (poison, scheduled) begins a takeover with this one.
+	j.gap = w.gapSeen.Swap(false)
 	w.received.Add(1)
 	select {
 	case w.incoming <- j:
@@ -252,6 +255,32 @@ func (w *Worker) parse(subject string, h nats.Header, data []byte) (notify.Notif
 	return n, recipient, nil
 }
 
+// deliveryGap notes the consumer sequence cseq of a delivery that reached
+// this worker, and reports whether the consumer delivered something since
+// the last one that never did. A pinned worker is handed every delivery of
+// the consumer, each with the next consumer sequence, redeliveries too, so
+// a sequence skipped is a delivery lost on its way: sent over a connection
+// that went down, or dropped on a route between nodes. The consumer counts
+// that message delivered and redelivers it only after the ack wait, while
+// the recipient's next message may already be here (bug 57: a chat's order
+// 06730 went before 06729, lost with the connection of a node that went
+// down a moment after it was delivered). A gap begins a takeover
+// (onArrival), whose lane checks find the lost message out with the
+// consumer. A gap after the pin moved is one too, and begins the takeover
+// the new pin begins anyway. Runs on the consumer's callback goroutine;
+// safe for concurrent use.
+func (w *Worker) deliveryGap(cseq uint64) bool {
+	for {
+		last := w.lastDelivery.Load()
+		if cseq <= last {
+			return false // late, or a consumer leader that reuses sequences
+		}
+		if w.lastDelivery.CompareAndSwap(last, cseq) {
+			return last != 0 && cseq > last+1
+		}
+	}
+}
+
 // decode fills the job from its message m and reports why it is poison.
 func (w *Worker) decode(j *job, m natsjs.Msg) error {
 	meta, err := m.Metadata()
@@ -260,6 +289,10 @@ func (w *Worker) decode(j *job, m natsjs.Msg) error {
 	}
 	j.seq = meta.Sequence.Stream
 	j.delivered = meta.NumDelivered
+	j.cseq = meta.Sequence.Consumer
+	if w.deliveryGap(j.cseq) {
+		w.gapSeen.Store(true) // told by the next arrival (receive)
+	}
 	n, recipient, err := w.parse(j.subject, m.Headers(), j.data)
 	j.lane = recipient
 	if err != nil {

@@ -42,6 +42,11 @@ type job struct {
 	// before it (pinnedAs): it was just pinned, and takes over from
 	// whoever held the pin.
 	newPin bool
+	// cseq is the consumer sequence of this delivery; gap: the consumer
+	// delivered something before this one that never reached this worker
+	// (Worker.deliveryGap).
+	cseq uint64
+	gap  bool
 	// settling is set just before the ack or the termination of the
 	// message is sent (Worker.ack, store.deadLetter): from then on the
 	// consumer may no longer count it as unacknowledged, though the

@@ -171,6 +171,11 @@ type Worker struct {
 	probing    atomic.Bool
 	// haltCause describes the answer that halted sending.
 	haltCause atomic.Pointer[string]
+	// lastDelivery is the highest consumer sequence of a delivery that
+	// reached this worker (deliveryGap); gapSeen: a gap not yet told to the
+	// dispatcher.
+	lastDelivery atomic.Uint64
+	gapSeen      atomic.Bool
 
 	stats statsView
 }
@@ -580,7 +585,11 @@ func (w *Worker) onArrival(j *job) {
 		w.pinKept() // delivered after the 423: to this worker's new pin
 	}
 	w.sched.regainPin() // delivered under this worker's pin
-	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch || j.newPin {
+	if j.gap && !j.newPin {
+		w.log.Info("a delivery of the consumer never reached this worker (lost with a connection or on a route): taking over",
+			"consumer_seq", j.cseq, "seq", j.seq)
+	}
+	if w.lastArrival.IsZero() || j.received.Sub(w.lastArrival) >= w.cfg.TakeoverGap || j.pinEpoch != w.arrivalEpoch || j.newPin || j.gap {
 		w.startTakeoverCheck(j.received)
 	}
 	w.lastArrival, w.arrivalEpoch = j.received, j.pinEpoch
