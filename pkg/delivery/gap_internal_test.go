@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ func TestDeliveryGap(t *testing.T) {
 	}{
 		{5, false}, // the first this worker sees
 		{6, false},
-		{8, true}, // 7 never came
+		{8, true},  // 7 never came
 		{7, false}, // late: not a gap again
 		{9, false},
 		{9, false},
@@ -38,12 +37,7 @@ func TestDeliveryGap(t *testing.T) {
 func TestArrivalAfterAGapBeginsATakeover(t *testing.T) {
 	now := t0
 	s, _ := newTestScheduler(30)
-	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	w := dispatcherUnderTest(s, prometheus.NewRegistry(), &now)
 	w.cfg.AckWait, w.cfg.TakeoverGap = 4*time.Second, time.Hour
 	// A takeover runs (so that beginning it again starts no goroutine).
 	s.startTakeover(now.Add(time.Minute), now)

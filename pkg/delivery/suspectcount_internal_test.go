@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -17,22 +16,16 @@ func suspectCountUnderTest(t *testing.T, settled map[string]bool) (*Worker, func
 	t.Helper()
 	now := t0
 	s, v := newTestScheduler(30)
-	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
-	if err != nil {
-		t.Fatal(err)
+	w := dispatcherUnderTest(s, prometheus.NewRegistry(), &now)
+	w.sendCtx, w.verdicts, w.suspectKeys, w.takeoverSince = context.Background(), make(chan suspectVerdict, 1), map[uint64]string{}, now
+	w.persist = newPersister(newSharedState(nil, "telegram", w.log, nil), nil, func() bool { return true }, w.log)
+	w.settledOnLeader = func(_ context.Context, keys []string) (map[string]bool, error) {
+		out := map[string]bool{}
+		for _, k := range keys {
+			out[k] = settled[k]
+		}
+		return out, nil
 	}
-	log := slog.New(slog.DiscardHandler)
-	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: log, sendCtx: context.Background(),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8), verdicts: make(chan suspectVerdict, 1),
-		suspectKeys: map[uint64]string{}, takeoverSince: now,
-		persist: newPersister(newSharedState(nil, "telegram", log, nil), nil, func() bool { return true }, log),
-		settledOnLeader: func(_ context.Context, keys []string) (map[string]bool, error) {
-			out := map[string]bool{}
-			for _, k := range keys {
-				out[k] = settled[k]
-			}
-			return out, nil
-		}}
 	w.cfg.AckWait, w.cfg.TakeoverGap = 4*time.Second, time.Hour
 	w.lastArrival = now
 	s.startTakeover(now.Add(time.Minute), now)

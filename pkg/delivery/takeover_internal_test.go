@@ -70,12 +70,7 @@ func TestFailedLaneCheckHoldsTheQueueBack(t *testing.T) {
 func TestTakeoverIgnoresAReadingThatCannotBeRight(t *testing.T) {
 	now := t0
 	s, _ := newTestScheduler(30)
-	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	w := dispatcherUnderTest(s, prometheus.NewRegistry(), &now)
 	for range 3 { // the worker holds three messages
 		w.incoming <- &job{}
 	}
@@ -136,12 +131,7 @@ func TestPlausibleReading(t *testing.T) {
 func TestTakeoverBegunAgainChecksEveryLaneInANewWindow(t *testing.T) {
 	now := t0
 	s, v := newTestScheduler(30)
-	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	w := dispatcherUnderTest(s, prometheus.NewRegistry(), &now)
 	w.cfg.AckWait = 4 * time.Second
 
 	// A takeover runs, its window (10, 20] read, lane 100 checked and
@@ -300,16 +290,24 @@ func TestTakeoverDoesNotCountSuspects(t *testing.T) {
 	waitsForTheOthersMessage(t, w, ended, "a suspect")
 }
 
+// dispatcherUnderTest is a worker with what its dispatcher needs for a
+// takeover (scheduler s, metrics on reg, channels), on a clock that reads
+// *now: the test moves it.
+func dispatcherUnderTest(s *scheduler, reg prometheus.Registerer, now *time.Time) *Worker {
+	m, err := newMetrics(reg, "telegram")
+	if err != nil {
+		panic(err) // the metrics' definitions are wrong: every test fails alike
+	}
+	return &Worker{sched: s, m: m, now: func() time.Time { return *now }, log: slog.New(slog.DiscardHandler),
+		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+}
+
 // takeoverUnderTest returns a worker in a running takeover whose window
 // (floor, delivered] is read, its lane checks not started, and a function
 // reporting whether the takeover has ended.
 func takeoverUnderTest(s *scheduler, now time.Time, floor, delivered uint64) (*Worker, func() bool) {
-	m, err := newMetrics(prometheus.NewRegistry(), "telegram")
-	if err != nil {
-		panic(err) // the metrics' definitions are wrong: every test fails alike
-	}
-	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8), takeoverSince: now}
+	w := dispatcherUnderTest(s, prometheus.NewRegistry(), &now)
+	w.takeoverSince = now
 	s.startTakeover(now.Add(time.Minute), now)
 	stopped := false
 	w.stopCheck = func() { stopped = true }
@@ -340,12 +338,7 @@ func TestTakeoverDurationIsMeasured(t *testing.T) {
 	now := t0
 	s, _ := newTestScheduler(30)
 	reg := prometheus.NewRegistry()
-	m, err := newMetrics(reg, "telegram")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &Worker{sched: s, m: m, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
-		clears: make(chan cleared, maxClearing), incoming: make(chan *job, 8)}
+	w := dispatcherUnderTest(s, reg, &now)
 	w.cfg.AckWait = 4 * time.Second
 
 	// begin starts a takeover as startTakeoverCheck does, without the
