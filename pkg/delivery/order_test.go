@@ -298,7 +298,9 @@ func TestRepinnedWorkerWaitsForTheOthersMessages(t *testing.T) {
 	}
 	unpin() // the standby is pinned; the first worker still sends batch 1
 	publish()
-	natstest.WaitFor(t, 10*time.Second, func() bool { return second.Stats().Sent >= 1 }, "the second worker sending batch 2")
+	// It sends once its takeover has seen batch 1 through (a few seconds;
+	// CI, on a busy machine, once needed more than 10).
+	natstest.WaitFor(t, 30*time.Second, func() bool { return second.Stats().Sent >= 1 }, "the second worker sending batch 2")
 	unpin() // back to the first worker, while the second still holds batch 2
 	publish()
 	natstest.WaitFor(t, 30*time.Second, func() bool { return len(env.Emu.ChatMessages(chat)) >= 3*batch }, "all three batches delivered")
