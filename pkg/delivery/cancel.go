@@ -70,6 +70,12 @@ func (e *entry) state() string {
 	return e.rec.State
 }
 
+// settles reports whether the entry settles its notification: any record
+// but a send claim, whose send may have failed. No entry settles nothing.
+func (e *entry) settles() bool {
+	return e != nil && e.state() != StateSending
+}
+
 // record is the entry's delivery record to tell the application again;
 // nil when the entry is not readable as one.
 func (e *entry) record() *DeliveryRecord {

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -199,7 +200,7 @@ func (s *store) isDelivered(ctx context.Context, key string) (bool, error) {
 	if err != nil || remembered {
 		return remembered, err
 	}
-	return e != nil && e.state() != StateSending, nil
+	return e.settles(), nil
 }
 
 // record stores the proof of delivery over this attempt's send claim (at
@@ -264,6 +265,11 @@ const maybeDeliveredMark = "+"
 // again with that reason instead of sending, and a worker taking over knows
 // it needs no waiting for (takeover.go).
 const doneMark = "done "
+
+// isGiveUpMark reports whether a notify_attempts value is a give-up mark.
+func isGiveUpMark(v []byte) bool {
+	return bytes.HasPrefix(v, []byte(doneMark))
+}
 
 // attempts is what notify_attempts says of a notification on this channel.
 type attempts struct {
@@ -348,7 +354,7 @@ func (s *store) settledKeys(ctx context.Context, keys []string) (map[string]bool
 	attemptKeys := make([]string, 0, len(ask))
 	byAttemptKey := make(map[string]string, len(ask))
 	for _, k := range ask {
-		if e := delivered[k]; e != nil && e.state() != StateSending {
+		if delivered[k].settles() {
 			out[k] = true
 			continue
 		}
@@ -364,7 +370,7 @@ func (s *store) settledKeys(ctx context.Context, keys []string) (map[string]bool
 		return nil, fmt.Errorf("reading attempts: %w", err)
 	}
 	for ak, v := range values {
-		if strings.HasPrefix(string(v.data), doneMark) {
+		if isGiveUpMark(v.data) {
 			out[byAttemptKey[ak]] = true
 		}
 	}
@@ -387,7 +393,7 @@ func (s *store) settledOnLeader(ctx context.Context, keys []string) (map[string]
 		if err != nil {
 			return nil, err
 		}
-		if e != nil && e.state() != StateSending {
+		if e.settles() {
 			out[k] = true
 			continue
 		}
@@ -398,7 +404,7 @@ func (s *store) settledOnLeader(ctx context.Context, keys []string) (map[string]
 		if err != nil {
 			return nil, fmt.Errorf("reading the give-up mark of %q from the leader of %s: %w", k, b.stream, jetstream.Denied(s.js.Conn(), err))
 		}
-		if m != nil && m.Header.Get(kvOperationHeader) == "" && strings.HasPrefix(string(m.Data), doneMark) {
+		if m != nil && m.Header.Get(kvOperationHeader) == "" && isGiveUpMark(m.Data) {
 			out[k] = true
 		}
 	}

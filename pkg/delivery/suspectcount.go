@@ -101,11 +101,8 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 	if v.reading.pending-ours-waited > 0 {
 		return
 	}
-	w.log.Info("takeover over: every unacknowledged message is this worker's or one it waits for",
-		"unacked", v.reading.pending, "ours", ours, "waited_for", waited,
-		"lanes_unchecked", len(w.clearQueue)+w.clearsRunning, "took", w.now().Sub(w.takeoverSince))
-	w.apply(w.sched.dropStaleParks())
-	w.endQuarantine(takeoverCounted)
+	w.endOnCount("takeover over: every unacknowledged message is this worker's or one it waits for",
+		"unacked", v.reading.pending, "ours", ours, "waited_for", waited)
 }
 
 // takeIncoming places every message that has arrived and waits for the

@@ -188,9 +188,15 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 		w.verifySuspects(c, foreign)
 		return
 	}
-	w.log.Info("takeover over: every unacknowledged message is this worker's",
-		"unacked", c.pending, "ours", ours, "lanes_unchecked", len(w.clearQueue)+w.clearsRunning,
-		"took", w.now().Sub(w.takeoverSince))
+	w.endOnCount("takeover over: every unacknowledged message is this worker's",
+		"unacked", c.pending, "ours", ours)
+}
+
+// endOnCount ends the takeover on the consumer's count (onTakeoverCheck,
+// onSuspectsVerified), logging why with the figures it ended on.
+func (w *Worker) endOnCount(why string, figures ...any) {
+	w.log.Info(why, append(figures, "lanes_unchecked", len(w.clearQueue)+w.clearsRunning,
+		"took", w.now().Sub(w.takeoverSince))...)
 	w.apply(w.sched.dropStaleParks())
 	w.endQuarantine(takeoverCounted)
 }
