@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,17 +163,7 @@ func TestSendWhoseClaimCannotBeWrittenTriesAgainSoon(t *testing.T) {
 	if r.disp != retryHere || r.delay != claimRetry || r.called {
 		t.Fatalf("attempt without a claim: disposition %v, delay %v, request made %v; want a retry in %v and no request", r.disp, r.delay, r.called, claimRetry)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	waits := 0.0
-	for _, mf := range mfs {
-		if strings.HasSuffix(mf.GetName(), "_claim_waits_total") {
-			waits = mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	if waits != 1 {
+	if waits := gatheredCounter(t, reg, "tgnotify_worker_claim_waits_total"); waits != 1 {
 		t.Fatalf("claim_waits_total = %v, want 1", waits)
 	}
 }

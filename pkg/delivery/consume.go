@@ -184,7 +184,11 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 		data: m.Data(), header: packHeader(m.Headers(), pinIDHeader),
 		received: now, progress: now, pinEpoch: w.pinEpoch.Load(), newPin: newPin,
 	}
-	if err := w.decode(j, m); err != nil {
+	err := w.decode(j, m)
+	if w.deliveryGap(j.cseq) {
+		w.gapSeen.Store(true) // told by the next arrival to reach the dispatcher
+	}
+	if err != nil {
 		w.log.Warn("poison message", "subject", j.subject, "seq", j.seq, "err", err)
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -290,9 +294,6 @@ func (w *Worker) decode(j *job, m natsjs.Msg) error {
 	j.seq = meta.Sequence.Stream
 	j.delivered = meta.NumDelivered
 	j.cseq = meta.Sequence.Consumer
-	if w.deliveryGap(j.cseq) {
-		w.gapSeen.Store(true) // told by the next arrival (receive)
-	}
 	n, recipient, err := w.parse(j.subject, m.Headers(), j.data)
 	j.lane = recipient
 	if err != nil {

@@ -33,11 +33,12 @@ func TestDeliveryGap(t *testing.T) {
 // worker received and under the same pin: a delivery lost with a
 // connection leaves a chat's earlier message out with the consumer, and
 // its later one must wait for a lane check (bug 57). An arrival without a
-// gap does not.
+// gap does not. delivery_gaps_total counts the gaps.
 func TestArrivalAfterAGapBeginsATakeover(t *testing.T) {
 	now := t0
 	s, _ := newTestScheduler(30)
-	w := dispatcherUnderTest(s, prometheus.NewRegistry(), &now)
+	reg := prometheus.NewRegistry()
+	w := dispatcherUnderTest(s, reg, &now)
 	w.cfg.AckWait, w.cfg.TakeoverGap = 4*time.Second, time.Hour
 	// A takeover runs (so that beginning it again starts no goroutine).
 	s.startTakeover(now.Add(time.Minute), now)
@@ -54,4 +55,24 @@ func TestArrivalAfterAGapBeginsATakeover(t *testing.T) {
 	if g := w.takeoverGen.Load(); g != 1 {
 		t.Fatalf("generation %d after an arrival after a gap, want 1: the takeover begun again", g)
 	}
+	if n := gatheredCounter(t, reg, "tgnotify_worker_delivery_gaps_total"); n != 1 {
+		t.Fatalf("delivery_gaps_total = %v after one gap, want 1", n)
+	}
+}
+
+// gatheredCounter is the value of the counter name (without labels) on
+// reg; the test fails if reg has none.
+func gatheredCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }

@@ -30,6 +30,7 @@ type metrics struct {
 	failovers              prometheus.Counter
 	pinChecks              prometheus.Counter
 	takeovers              prometheus.Counter
+	deliveryGaps           prometheus.Counter
 	takeoverSeconds        *prometheus.HistogramVec
 	suspectRechecks        prometheus.Counter
 	settlesShortened       prometheus.Counter
@@ -106,6 +107,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Help: "Checks this worker made, as a standby, that the pinned worker is alive."}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "takeovers_total",
 			Help: "Takeovers begun, and begun again while one ran: messages began to arrive after a quiet period, a new pin or a regained one, and each recipient waited for what another worker may still hold."}),
+		deliveryGaps: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "delivery_gaps_total",
+			Help: "Deliveries of the consumer that never reached this worker while it stayed pinned (a skipped consumer sequence: lost with a connection or on a route between nodes); each began a takeover."}),
 		takeoverSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "takeover_duration_seconds",
 			Help:    "How long takeovers ran, from their first arrival to their end, begun again or not, by how they ended: count (every unacknowledged message of the consumer was this worker's) or deadline (the ack wait and a grace passed). Meanwhile each lane sends once its check found nothing of it held elsewhere.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"end"}),
@@ -164,7 +167,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(16, 2, 5)}),
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.readsBehind, m.readCopies, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
-		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.takeoverSeconds, m.suspectRechecks, m.settlesShortened, m.pinResets, m.answerWaits, m.sendRate.Gauge, m.sendRate.old,
+		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.deliveryGaps, m.takeoverSeconds, m.suspectRechecks, m.settlesShortened, m.pinResets, m.answerWaits, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
 		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch, m.eventBatch} {
 		if err := reg.Register(c); err != nil {

@@ -586,6 +586,7 @@ func (w *Worker) onArrival(j *job) {
 	}
 	w.sched.regainPin() // delivered under this worker's pin
 	if j.gap && !j.newPin {
+		w.m.deliveryGaps.Inc()
 		w.log.Info("a delivery of the consumer never reached this worker (lost with a connection or on a route): taking over",
 			"consumer_seq", j.cseq, "seq", j.seq)
 	}
