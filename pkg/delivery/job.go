@@ -18,8 +18,12 @@ type job struct {
 	seq     uint64 // stream sequence
 	subject string
 	// delivered is how often the stream has delivered the message,
-	// counting this delivery (1 for a first delivery).
+	// counting this delivery (1 for a first delivery). returned: a
+	// redelivery that did not come back from this worker's own park under
+	// its pin, so another worker (or an earlier life of this one) may
+	// still settle it (returned.go).
 	delivered uint64
+	returned  bool
 	// data is the message's body; header its headers without the pin,
 	// packed by packHeader. Both are read again only to dead-letter the
 	// message or hand it to the next channel.

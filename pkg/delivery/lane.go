@@ -115,13 +115,15 @@ func (l *lane) parkedIndex(seq uint64) (int, bool) {
 	return slices.BinarySearchFunc(l.parked, seq, func(p parkedMsg, seq uint64) int { return cmpU64(p.seq, seq) })
 }
 
-// unpark removes seq from the parked set and reports whether it was there.
-func (l *lane) unpark(seq uint64) bool {
+// unpark removes seq from the parked set and returns it; found is false
+// when it was not there.
+func (l *lane) unpark(seq uint64) (p parkedMsg, found bool) {
 	i, found := l.parkedIndex(seq)
 	if found {
+		p = l.parked[i]
 		l.parked = slices.Delete(l.parked, i, i+1)
 	}
-	return found
+	return p, found
 }
 
 // addParked records that seq went back to the stream until deadline

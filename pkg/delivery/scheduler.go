@@ -244,7 +244,11 @@ func (s *scheduler) holdVerified(recipient string, suspects []uint64, upTo uint6
 func (s *scheduler) arrive(j *job, now time.Time) (eff effects, dup bool) {
 	l := s.laneFor(j.lane, now)
 	l.touched = j.received
-	l.unpark(j.seq)
+	p, ownPark := l.unpark(j.seq)
+	ownPark = ownPark && !p.stale && !p.suspect
+	// A redelivery that is not this worker's own park coming back was
+	// delivered before to a worker that may still settle it (returned.go).
+	j.returned = j.delivered > 1 && !ownPark
 	switch {
 	case l.mustPark(j.seq) && (len(l.queue) >= s.cfg.laneCap || !l.queueBehind(j.seq)):
 		// A message of this recipient before it is parked: wait behind it,

@@ -32,16 +32,19 @@ import (
 const minVerifyGap = 200 * time.Millisecond
 
 // suspectVerdict is a verification of a takeover's suspects: which were
-// still unsettled after reading was taken.
+// still unsettled after reading was taken; and of the returned messages
+// this worker held (returned.go): which were settled.
 type suspectVerdict struct {
-	reading   ackCount
-	unsettled map[uint64]bool
-	err       error
+	reading         ackCount
+	unsettled       map[uint64]bool
+	settledReturned map[uint64]bool
+	err             error
 }
 
-// verifySuspects starts a verification of the takeover's suspects after
-// reading c left foreign messages unaccounted for, when there are at least
-// as many suspects with a known key, and none runs.
+// verifySuspects starts a verification of the takeover's suspects and of
+// the returned messages it holds after reading c left foreign messages
+// unaccounted for (none, or fewer: returned messages held), when there
+// are at least as many suspects with a known key, and none runs.
 func (w *Worker) verifySuspects(c ackCount, foreign int) {
 	if w.verifying || w.now().Before(w.verifyAfter) {
 		return
@@ -56,12 +59,26 @@ func (w *Worker) verifySuspects(c ackCount, foreign int) {
 	if len(seqs) < foreign {
 		return
 	}
+	rseqs, rkeys := w.sched.returnedHeld(w.heldFrom)
 	w.verifying = true
 	ctx := w.sendCtx
 	go func() {
-		settled, err := w.settledOnLeader(ctx, keys)
-		v := suspectVerdict{reading: c, err: err}
-		if err == nil {
+		v := suspectVerdict{reading: c}
+		var settled map[string]bool
+		if len(keys) > 0 {
+			settled, v.err = w.settledOnLeader(ctx, keys)
+		}
+		if v.err == nil && len(rkeys) > 0 {
+			var rsettled map[string]bool
+			rsettled, v.err = w.settledBatch(ctx, rkeys)
+			v.settledReturned = make(map[uint64]bool, len(rseqs))
+			for i, seq := range rseqs {
+				if rsettled[rkeys[i]] {
+					v.settledReturned[seq] = true
+				}
+			}
+		}
+		if v.err == nil {
 			v.unsettled = make(map[uint64]bool, len(seqs))
 			for i, seq := range seqs {
 				if !settled[keys[i]] {
@@ -77,7 +94,9 @@ func (w *Worker) verifySuspects(c ackCount, foreign int) {
 }
 
 // onSuspectsVerified ends the takeover when the unacknowledged messages of
-// the verdict's reading are all this worker's or suspects still unsettled.
+// the verdict's reading are all this worker's or suspects still unsettled;
+// returned messages it holds that were settled are not its own (they may
+// not be the consumer's any more).
 func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 	w.verifying = false
 	w.verifyAfter = w.now().Add(minVerifyGap)
@@ -92,9 +111,20 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 	if w.stopCheck == nil || v.reading.gen != w.takeoverGen.Load() {
 		return // an arrival began it again
 	}
-	ours, waited := w.oursSince(v.reading), 0
+	ours, waited, settledElsewhere := w.oursSince(v.reading), 0, 0
+	rseqs, _ := w.sched.returnedHeld(w.heldFrom)
+	for _, seq := range rseqs {
+		if v.settledReturned[seq] {
+			settledElsewhere++
+		}
+	}
+	ours -= settledElsewhere
 	for _, seq := range w.sched.suspectSeqs() {
-		if v.unsettled[seq] {
+		// Only a suspect the consumer had delivered at the reading can
+		// have been one of its unacknowledged messages: lanes checked
+		// while readings were doubted also wait for messages not yet
+		// delivered (doubted.go).
+		if v.unsettled[seq] && seq > v.reading.floor && seq <= v.reading.delivered {
 			waited++
 		}
 	}
@@ -102,7 +132,7 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 		return
 	}
 	w.endOnCount("takeover over: every unacknowledged message is this worker's or one it waits for",
-		"unacked", v.reading.pending, "ours", ours, "waited_for", waited)
+		"unacked", v.reading.pending, "ours", ours, "waited_for", waited, "settled_elsewhere", settledElsewhere)
 }
 
 // takeIncoming places every message that has arrived and waits for the
@@ -118,6 +148,8 @@ func (w *Worker) takeIncoming() {
 	}
 }
 
-// settledOnLeaderFunc is how a verification reads the records
-// (store.settledOnLeader; tests replace it).
+// settledOnLeaderFunc is how a verification reads the records: of the
+// suspects from the buckets' leaders (store.settledOnLeader), of the
+// returned messages from any replica (store.settledKeys); tests replace
+// both.
 type settledOnLeaderFunc func(ctx context.Context, keys []string) (map[string]bool, error)

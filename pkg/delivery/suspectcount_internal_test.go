@@ -32,6 +32,7 @@ func suspectCountUnderTest(t *testing.T, settled map[string]bool) (*Worker, func
 	ended := false
 	w.stopCheck = func() { ended = true }
 	w.takeoverBounds = &ackCount{floor: 4, delivered: 9}
+	w.clearWindow = w.takeoverBounds
 	v.apply(first(s.arrive(mkJob(9, "200"), now)))
 	v.apply(s.laneCleared("100", []uint64{5}, now.Add(4*time.Second), now))
 	w.suspectKeys[5] = "k5"

@@ -51,6 +51,10 @@ type ackCount struct {
 	gen      uint64
 	// floor and delivered bound what another worker may hold.
 	floor, delivered uint64
+	// last is the stream's last sequence, read from its leader with the
+	// consumer when the dispatcher asked for it (Worker.wantStreamLast);
+	// 0 when not read.
+	last uint64
 }
 
 // cleared is the result of one lane's check: a takeover's, or (verify)
@@ -76,7 +80,8 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 	}
 	until := now.Add(w.cfg.AckWait + w.parkGrace())
 	w.sched.startTakeover(until, now)
-	w.takeoverBounds, w.takeoverDoubted, w.takeoverSince = nil, false, now
+	w.takeoverBounds, w.clearWindow, w.takeoverDoubted, w.takeoverSince = nil, nil, false, now
+	w.wantStreamLast.Store(false)
 	clear(w.suspectKeys)
 	w.takeoverGen.Add(1)
 	ctx, cancel := context.WithCancel(w.sendCtx)
@@ -95,6 +100,9 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 			if err == nil {
 				c := ackCount{pending: info.NumAckPending, received: received, gen: gen,
 					floor: info.AckFloor.Stream, delivered: info.Delivered.Stream}
+				if w.wantStreamLast.Load() {
+					c.last = w.streamLast(ctx)
+				}
 				select {
 				case w.takeover <- c:
 				case <-ctx.Done():
@@ -129,14 +137,16 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 func (w *Worker) restartTakeover(now time.Time) {
 	w.takeoverGen.Add(1)
 	w.sched.restartTakeover(now.Add(w.cfg.AckWait+w.parkGrace()), now)
-	w.takeoverBounds, w.takeoverDoubted, w.clearQueue = nil, false, nil
+	w.takeoverBounds, w.clearWindow, w.takeoverDoubted, w.clearQueue = nil, nil, false, nil
+	w.wantStreamLast.Store(false)
 	clear(w.suspectKeys)
 	w.m.takeovers.Inc()
 	w.log.Info("a takeover was running: beginning it again, its window read from now on")
 }
 
 // onTakeoverCheck runs on every reading of the consumer during a takeover.
-// The first fixes the window (F, D] the lane checks look at. Each ends the
+// The first that could be right fixes the window (F, D] the lane checks
+// look at, unless doubted ones fixed one before (doubted.go). Each ends the
 // takeover once the server's unacknowledged messages are all accounted for
 // by this worker: what this worker holds now is compared with the server's
 // count of a moment ago, so messages that arrived in between are not
@@ -156,7 +166,8 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	if w.stopCheck == nil || c.gen != w.takeoverGen.Load() {
 		return // over, or read before the takeover began again
 	}
-	ours := w.oursSince(c)
+	own := w.ownCountSince(c)
+	ours := own.total()
 	if !plausibleReading(c, ours, w.takeoverBounds) {
 		// Not this consumer as it is: its leader cannot count fewer
 		// unacknowledged messages than this worker holds, nor have
@@ -172,11 +183,16 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 			w.takeoverDoubted, level = true, slog.LevelInfo
 		}
 		w.log.Log(context.Background(), level, "a reading of the consumer cannot be right (a leader just elected?); waiting for the next",
-			"ack_floor", c.floor, "delivered", c.delivered, "unacked", c.pending, "ours", ours)
+			append([]any{"ack_floor", c.floor, "delivered", c.delivered, "unacked", c.pending, "ours", ours}, own.logValues()...)...)
+		w.windowWhileDoubted(c)
 		return
 	}
+	w.wantStreamLast.Store(false)
 	if w.takeoverBounds == nil {
 		w.takeoverBounds = &c
+	}
+	if w.clearWindow == nil {
+		w.clearWindow = &c
 		// What a takeover decides from, so that a recipient's order can be
 		// traced after the fact: the window its lane checks read and the
 		// counts it ends on.
@@ -186,6 +202,12 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	}
 	if foreign := c.pending - ours; foreign > 0 {
 		w.verifySuspects(c, foreign)
+		return
+	}
+	if rseqs, _ := w.sched.returnedHeld(w.heldFrom); len(rseqs) > 0 {
+		// Some of ours may be settled by another worker already, and no
+		// longer the consumer's: the verification decides (returned.go).
+		w.verifySuspects(c, 0)
 		return
 	}
 	w.endOnCount("takeover over: every unacknowledged message is this worker's",
@@ -217,22 +239,44 @@ func plausibleReading(c ackCount, ours int, first *ackCount) bool {
 // surely holds, as of reading c: what it holds now, less what arrived
 // since c was taken (scheduler.counts, ownInflight).
 func (w *Worker) oursSince(c ackCount) int {
+	return w.ownCountSince(c).total()
+}
+
+// ownCount is oursSince part by part, logged with a doubted reading so
+// that an over-count can be traced to what was counted.
+type ownCount struct {
+	incoming, held, ownParked, ownInflight, arrivedSince int
+}
+
+func (o ownCount) total() int {
+	return o.incoming + o.held + o.ownParked + o.ownInflight - o.arrivedSince
+}
+
+// logValues are the parts as log attributes.
+func (o ownCount) logValues() []any {
+	return []any{"incoming", o.incoming, "held", o.held, "own_parked", o.ownParked,
+		"own_inflight", o.ownInflight, "arrived_since", o.arrivedSince}
+}
+
+// ownCountSince is what oursSince counts as of reading c.
+func (w *Worker) ownCountSince(c ackCount) ownCount {
 	n := w.sched.counts()
-	ours := len(w.incoming) + n.held + n.ownParked + w.sched.ownInflight(w.heldFrom)
-	return ours - int(w.received.Load()-c.received)
+	return ownCount{incoming: len(w.incoming), held: n.held, ownParked: n.ownParked,
+		ownInflight: w.sched.ownInflight(w.heldFrom), arrivedSince: int(w.received.Load() - c.received)}
 }
 
 // startClears starts the checks of the lanes that wait for one, at most
 // maxClearing at a time: inherited holds at once, a takeover's lanes once
-// its window is known. After a check failed it starts none until
-// clearsRetryAt, which it returns while checks wait for it.
+// their window is known (Worker.clearWindow). After a check failed it
+// starts none until clearsRetryAt, which it returns while checks wait for
+// it.
 func (w *Worker) startClears() time.Time {
 	w.verifyQueue = append(w.verifyQueue, w.sched.takeVerifies()...)
-	if w.takeoverBounds != nil {
+	if w.clearWindow != nil {
 		w.clearQueue = append(w.clearQueue, w.sched.takeClears()...)
 	}
 	if w.now().Before(w.clearsRetryAt) {
-		if len(w.verifyQueue) > 0 || (w.takeoverBounds != nil && len(w.clearQueue) > 0) {
+		if len(w.verifyQueue) > 0 || (w.clearWindow != nil && len(w.clearQueue) > 0) {
 			return w.clearsRetryAt
 		}
 		return time.Time{}
@@ -250,10 +294,10 @@ func (w *Worker) startClears() time.Time {
 			}
 		}()
 	}
-	if w.takeoverBounds == nil {
+	if w.clearWindow == nil {
 		return time.Time{}
 	}
-	b, gen := *w.takeoverBounds, w.takeoverGen.Load()
+	b, gen := *w.clearWindow, w.takeoverGen.Load()
 	for w.clearsRunning < maxClearing && len(w.clearQueue) > 0 {
 		r := w.clearQueue[0]
 		w.clearQueue = w.clearQueue[1:]
@@ -439,7 +483,8 @@ func (w *Worker) endQuarantine(end string) {
 		w.stopCheck = nil
 		w.m.takeoverSeconds.WithLabelValues(end).Observe(w.now().Sub(w.takeoverSince).Seconds())
 	}
-	w.takeoverBounds = nil
+	w.takeoverBounds, w.clearWindow = nil, nil
+	w.wantStreamLast.Store(false)
 	w.clearQueue = nil
 	clear(w.suspectKeys)
 	w.sched.endTakeover(w.now())

@@ -142,6 +142,7 @@ func TestTakeoverBegunAgainChecksEveryLaneInANewWindow(t *testing.T) {
 	v.apply(first(s.arrive(mkJob(7, "100"), now)))
 	v.apply(first(s.arrive(mkJob(8, "200"), now)))
 	w.takeoverBounds = &ackCount{floor: 10, delivered: 20, gen: 1}
+	w.clearWindow = w.takeoverBounds
 	w.clearQueue = append(w.clearQueue, s.takeClears()...)
 	if !slices.Equal(w.clearQueue, []string{"100", "200"}) {
 		t.Fatalf("lanes to check %v, want [100 200]", w.clearQueue)
@@ -157,8 +158,8 @@ func TestTakeoverBegunAgainChecksEveryLaneInANewWindow(t *testing.T) {
 	// The worker is pinned: the takeover begins again.
 	now = now.Add(10 * time.Second)
 	w.startTakeoverCheck(now)
-	if w.takeoverBounds != nil || w.takeoverGen.Load() != 2 {
-		t.Fatalf("bounds %+v, generation %d after the takeover began again; want none yet, 2", w.takeoverBounds, w.takeoverGen.Load())
+	if w.takeoverBounds != nil || w.clearWindow != nil || w.takeoverGen.Load() != 2 {
+		t.Fatalf("bounds %+v, window %+v, generation %d after the takeover began again; want none yet, 2", w.takeoverBounds, w.clearWindow, w.takeoverGen.Load())
 	}
 	v.apply(first(s.arrive(mkJob(31, "100"), now)))
 	if j, _ := s.next(now); j != nil {
@@ -171,8 +172,8 @@ func TestTakeoverBegunAgainChecksEveryLaneInANewWindow(t *testing.T) {
 		t.Fatalf("lane %s sent seq %d on a check of the old window", j.lane, j.seq)
 	}
 	w.onTakeoverCheck(ackCount{pending: 5, floor: 10, delivered: 20, gen: 1})
-	if w.takeoverBounds != nil {
-		t.Fatalf("a reading of the old takeover fixed the new window: %+v", w.takeoverBounds)
+	if w.takeoverBounds != nil || w.clearWindow != nil {
+		t.Fatalf("a reading of the old takeover fixed the new window: %+v, %+v", w.takeoverBounds, w.clearWindow)
 	}
 	if got := s.takeClears(); !slices.Contains(got, "100") || !slices.Contains(got, "200") {
 		t.Fatalf("lanes to check after the takeover began again %v, want lanes 100 and 200", got)
@@ -312,6 +313,7 @@ func takeoverUnderTest(s *scheduler, now time.Time, floor, delivered uint64) (*W
 	stopped := false
 	w.stopCheck = func() { stopped = true }
 	w.takeoverBounds = &ackCount{floor: floor, delivered: delivered}
+	w.clearWindow = w.takeoverBounds
 	return w, func() bool { return stopped }
 }
 
@@ -345,7 +347,7 @@ func TestTakeoverDurationIsMeasured(t *testing.T) {
 	// goroutine that reads the consumer: the test gives the readings.
 	begin := func() {
 		s.startTakeover(now.Add(time.Minute), now)
-		w.stopCheck, w.takeoverSince, w.takeoverBounds = func() {}, now, nil
+		w.stopCheck, w.takeoverSince, w.takeoverBounds, w.clearWindow = func() {}, now, nil, nil
 	}
 
 	// One ends on its count a second after it began.

@@ -108,10 +108,16 @@ type Worker struct {
 	// whose messages this worker keeps: older ones go back (pinreset.go).
 	doubt    *pinDoubt
 	heldFrom uint64
-	// takeoverBounds is the window (F, D] of a running takeover, once read;
+	// takeoverBounds is the first reading of a running takeover that could
+	// be the consumer as it is (plausibleReading); clearWindow the window
+	// (F, D] its lane checks read: that reading's, or, while every reading
+	// was doubted, one up to the stream's last sequence (doubted.go);
+	// wantStreamLast asks the reading goroutine to read that sequence;
 	// clearQueue the lanes waiting for a check, clearsRunning the checks
 	// running (takeover.go).
 	takeoverBounds *ackCount
+	clearWindow    *ackCount
+	wantStreamLast atomic.Bool
 	// takeoverDoubted: this takeover has logged a reading it ignored
 	// (onTakeoverCheck); later ones are logged at debug.
 	takeoverDoubted bool
@@ -138,6 +144,7 @@ type Worker struct {
 	verifying       bool
 	verifyAfter     time.Time
 	settledOnLeader settledOnLeaderFunc
+	settledBatch    settledOnLeaderFunc
 	sendCtx         context.Context // requests in flight; cancelled at the shutdown deadline
 	// freshUntil ends the start-up settle of redeliveries (settleRedelivery);
 	// set before the dispatcher starts, read by attempts.
@@ -268,7 +275,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		worker:     w.id, held: w.heldElsewhere,
 	}
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
-	w.settledOnLeader = w.store.settledOnLeader
+	w.settledOnLeader, w.settledBatch = w.store.settledOnLeader, w.store.settledKeys
 	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
 	pauses, last, err := openPauseFile(cfg.PauseFile, name, log)
 	if err != nil {
