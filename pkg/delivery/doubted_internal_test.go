@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
 
@@ -114,15 +113,8 @@ func TestTakeoverDoesNotCountASuspectNotYetDelivered(t *testing.T) {
 
 // streamLast reads the last sequence of the consumer's stream.
 func TestStreamLast(t *testing.T) {
-	_, js := natstest.Start(t).Connect(t)
+	_, js, res := provisionedServer(t)
 	ctx := context.Background()
-	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := jetstream.ProvisionWorker(ctx, js, jetstream.WorkerSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := jetstream.DefaultNames()
 	w := &Worker{js: js, res: res, names: names, log: slog.New(slog.DiscardHandler)}
 	if got := w.streamLast(ctx); got != 0 {

@@ -23,6 +23,20 @@ import (
 // the daemons provision them (notify_delivered takes atomic batches).
 func recordStore(t *testing.T) *store {
 	t.Helper()
+	nc, js, res := provisionedServer(t)
+	s := &store{
+		js: js, channel: "telegram", delivered: res.Delivered, attempts: res.Attempts, log: slog.New(slog.DiscardHandler), now: time.Now,
+		deliveredSubjects: subjectsOf(res.Delivered), attemptsSubjects: subjectsOf(res.Attempts), direct: newDirectReader(nc),
+		keep: 16,
+	}
+	t.Cleanup(s.direct.close)
+	return s
+}
+
+// provisionedServer starts an embedded server with the streams, the
+// telegram consumer and its buckets, and connects to it.
+func provisionedServer(t *testing.T) (*nats.Conn, natsjs.JetStream, *jetstream.WorkerResources) {
+	t.Helper()
 	nc, js := natstest.Start(t).Connect(t)
 	ctx := context.Background()
 	if err := jetstream.ProvisionStreams(ctx, js, jetstream.StreamSettings{}); err != nil {
@@ -32,13 +46,7 @@ func recordStore(t *testing.T) *store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &store{
-		js: js, channel: "telegram", delivered: res.Delivered, attempts: res.Attempts, log: slog.New(slog.DiscardHandler), now: time.Now,
-		deliveredSubjects: subjectsOf(res.Delivered), attemptsSubjects: subjectsOf(res.Attempts), direct: newDirectReader(nc),
-		keep: 16,
-	}
-	t.Cleanup(s.direct.close)
-	return s
+	return nc, js, res
 }
 
 // putRecord writes a delivery record as another worker would: this
