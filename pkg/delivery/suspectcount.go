@@ -35,17 +35,20 @@ const minVerifyGap = 200 * time.Millisecond
 // still unsettled after reading was taken; and of the returned messages
 // this worker held (returned.go): which were settled.
 type suspectVerdict struct {
-	reading         ackCount
+	reading ackCount
+	// ours is what the worker counted as its own at the reading.
+	ours            int
 	unsettled       map[uint64]bool
 	settledReturned map[uint64]bool
 	err             error
 }
 
 // verifySuspects starts a verification of the takeover's suspects and of
-// the returned messages it holds after reading c left foreign messages
-// unaccounted for (none, or fewer: returned messages held), when there
-// are at least as many suspects with a known key, and none runs.
-func (w *Worker) verifySuspects(c ackCount, foreign int) {
+// the returned messages it holds after reading c, with ours of its
+// messages counted as this worker's, left foreign messages unaccounted
+// for (none, or fewer: returned messages held), when there are at least as
+// many suspects with a known key, and none runs.
+func (w *Worker) verifySuspects(c ackCount, ours, foreign int) {
 	if w.verifying || w.now().Before(w.verifyAfter) {
 		return
 	}
@@ -63,7 +66,7 @@ func (w *Worker) verifySuspects(c ackCount, foreign int) {
 	w.verifying = true
 	ctx := w.sendCtx
 	go func() {
-		v := suspectVerdict{reading: c}
+		v := suspectVerdict{reading: c, ours: ours}
 		var settled map[string]bool
 		if len(keys) > 0 {
 			settled, v.err = w.settledOnLeader(ctx, keys)
@@ -111,14 +114,19 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 	if w.stopCheck == nil || v.reading.gen != w.takeoverGen.Load() {
 		return // an arrival began it again
 	}
-	ours, waited, settledElsewhere := w.oursSince(v.reading), 0, 0
-	rseqs, _ := w.sched.returnedHeld(w.heldFrom)
-	for _, seq := range rseqs {
-		if v.settledReturned[seq] {
+	// What the worker held at the reading, not now: a message acked since
+	// was one of the reading's unacknowledged messages, and this worker's
+	// (before, with the count taken now, every ack during a verification
+	// kept the takeover going). A returned message settled elsewhere, now
+	// or at the reading, may not have been the consumer's: it does not
+	// count.
+	waited, settledElsewhere := 0, 0
+	for _, settled := range v.settledReturned {
+		if settled {
 			settledElsewhere++
 		}
 	}
-	ours -= settledElsewhere
+	ours := v.ours - settledElsewhere
 	for _, seq := range w.sched.suspectSeqs() {
 		// Only a suspect the consumer had delivered at the reading can
 		// have been one of its unacknowledged messages: lanes checked
