@@ -1,7 +1,7 @@
 package delivery
 
 // A takeover counts the messages this worker holds as its own share of the
-// consumer's unacknowledged ones (oursSince). Most are: the consumer
+// consumer's unacknowledged ones (ownCountSince). Most are: the consumer
 // delivered them here and counts them until this worker acks them. A
 // redelivery is different when it did not come back from this worker's
 // own park under its pin: the message was delivered before to another

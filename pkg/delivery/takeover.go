@@ -235,15 +235,9 @@ func plausibleReading(c ackCount, ours int, first *ackCount) bool {
 	return first == nil || (c.delivered >= first.delivered && c.floor >= first.floor)
 }
 
-// oursSince counts the consumer's unacknowledged messages this worker
-// surely holds, as of reading c: what it holds now, less what arrived
-// since c was taken (scheduler.counts, ownInflight).
-func (w *Worker) oursSince(c ackCount) int {
-	return w.ownCountSince(c).total()
-}
-
-// ownCount is oursSince part by part, logged with a doubted reading so
-// that an over-count can be traced to what was counted.
+// ownCount is the consumer's unacknowledged messages this worker surely
+// holds, as of a reading, part by part (total adds them up): logged with a
+// doubted reading, so that an over-count can be traced to what was counted.
 type ownCount struct {
 	incoming, held, ownParked, ownInflight, arrivedSince int
 }
@@ -258,7 +252,9 @@ func (o ownCount) logValues() []any {
 		"own_inflight", o.ownInflight, "arrived_since", o.arrivedSince}
 }
 
-// ownCountSince is what oursSince counts as of reading c.
+// ownCountSince counts the consumer's unacknowledged messages this worker
+// surely holds, as of reading c: what it holds now, less what arrived since
+// c was taken (scheduler.counts, ownInflight).
 func (w *Worker) ownCountSince(c ackCount) ownCount {
 	n := w.sched.counts()
 	return ownCount{incoming: len(w.incoming), held: n.held, ownParked: n.ownParked,
