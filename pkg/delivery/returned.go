@@ -22,19 +22,19 @@ package delivery
 // behind calls a settled message unsettled, which keeps it counted and
 // the takeover going, never ends it early.
 
-// returnedHeld returns the stream sequences and keys of the returned
-// messages this worker counts as its own: queued, or in flight under its
-// pin and not being acked (scheduler.ownInflight).
-func (s *scheduler) returnedHeld(heldFrom uint64) (seqs []uint64, keys []string) {
+// returnedHeld returns the keys of the returned messages this worker
+// counts as its own: queued, or in flight under its pin and not being
+// acked (scheduler.ownInflight).
+func (s *scheduler) returnedHeld(heldFrom uint64) (keys []string) {
 	for _, l := range s.lanes {
 		for _, j := range l.queue {
 			if j.returned {
-				seqs, keys = append(seqs, j.seq), append(keys, j.n.Key)
+				keys = append(keys, j.n.Key)
 			}
 		}
 		if j := l.inflight; j != nil && j.returned && j.deliveredSince(heldFrom) && !j.settling.Load() {
-			seqs, keys = append(seqs, j.seq), append(keys, j.n.Key)
+			keys = append(keys, j.n.Key)
 		}
 	}
-	return seqs, keys
+	return keys
 }

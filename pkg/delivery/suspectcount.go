@@ -37,19 +37,36 @@ const minVerifyGap = 200 * time.Millisecond
 type suspectVerdict struct {
 	reading ackCount
 	// ours is what the worker counted as its own at the reading.
-	ours            int
-	unsettled       map[uint64]bool
-	settledReturned map[uint64]bool
-	err             error
+	ours      int
+	unsettled map[uint64]bool
+	// settledElsewhere is how many of the returned messages held at the
+	// reading were settled: by another worker, or an earlier life of this
+	// one.
+	settledElsewhere int
+	// returned is how many returned messages were read; took, how long
+	// the reads took (both logged when the verdict does not end the
+	// takeover).
+	returned int
+	took     time.Duration
+	err      error
 }
 
 // verifySuspects starts a verification of the takeover's suspects and of
 // the returned messages it holds after reading c, with ours of its
 // messages counted as this worker's, left foreign messages unaccounted
-// for (none, or fewer: returned messages held), when there are at least as
-// many suspects with a known key, and none runs.
-func (w *Worker) verifySuspects(c ackCount, ours, foreign int) {
+// for, when there are at least as many suspects with a known key, and none
+// runs. With none unaccounted for (a balanced count), returned are the
+// keys of the returned messages held (returnedHeld, which the caller has
+// just walked the lanes for), and only they are read; otherwise they are
+// found here, once it is known that a verification starts.
+func (w *Worker) verifySuspects(c ackCount, ours, foreign int, returned []string) {
 	if w.verifying || w.now().Before(w.verifyAfter) {
+		if foreign <= 0 {
+			// A count that balances but must wait: logged to tell this wait
+			// from a count that does not balance.
+			w.log.Debug("a takeover's count balances; its returned messages wait for a verification",
+				"returned", len(returned), "verifying", w.verifying)
+		}
 		return
 	}
 	var seqs []uint64
@@ -66,23 +83,23 @@ func (w *Worker) verifySuspects(c ackCount, ours, foreign int) {
 		if len(seqs) < foreign {
 			return
 		}
+		returned = w.sched.returnedHeld(w.heldFrom)
 	}
-	rseqs, rkeys := w.sched.returnedHeld(w.heldFrom)
 	w.verifying = true
 	ctx := w.sendCtx
+	started := w.now()
 	go func() {
-		v := suspectVerdict{reading: c, ours: ours}
+		v := suspectVerdict{reading: c, ours: ours, returned: len(returned)}
 		var settled map[string]bool
 		if len(keys) > 0 {
 			settled, v.err = w.settledOnLeader(ctx, keys)
 		}
-		if v.err == nil && len(rkeys) > 0 {
+		if v.err == nil && len(returned) > 0 {
 			var rsettled map[string]bool
-			rsettled, v.err = w.settledBatch(ctx, rkeys)
-			v.settledReturned = make(map[uint64]bool, len(rseqs))
-			for i, seq := range rseqs {
-				if rsettled[rkeys[i]] {
-					v.settledReturned[seq] = true
+			rsettled, v.err = w.settledBatch(ctx, returned)
+			for _, k := range returned {
+				if rsettled[k] {
+					v.settledElsewhere++
 				}
 			}
 		}
@@ -94,6 +111,7 @@ func (w *Worker) verifySuspects(c ackCount, ours, foreign int) {
 				}
 			}
 		}
+		v.took = w.now().Sub(started)
 		select {
 		case w.verdicts <- v:
 		case <-ctx.Done():
@@ -125,13 +143,8 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 	// kept the takeover going). A returned message settled elsewhere, now
 	// or at the reading, may not have been the consumer's: it does not
 	// count.
-	waited, settledElsewhere := 0, 0
-	for _, settled := range v.settledReturned {
-		if settled {
-			settledElsewhere++
-		}
-	}
-	ours := v.ours - settledElsewhere
+	waited := 0
+	ours := v.ours - v.settledElsewhere
 	for _, seq := range w.sched.suspectSeqs() {
 		// Only a suspect the consumer had delivered at the reading can
 		// have been one of its unacknowledged messages: lanes checked
@@ -141,11 +154,15 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 			waited++
 		}
 	}
-	if v.reading.pending-ours-waited > 0 {
+	if left := v.reading.pending - ours - waited; left > 0 {
+		w.log.Debug("a verification leaves messages of the reading unaccounted for; the takeover goes on",
+			"unacked", v.reading.pending, "ours", ours, "waited_for", waited, "unaccounted", left,
+			"returned", v.returned, "settled_elsewhere", v.settledElsewhere, "took", v.took)
 		return
 	}
 	w.endOnCount("takeover over: every unacknowledged message is this worker's or one it waits for",
-		"unacked", v.reading.pending, "ours", ours, "waited_for", waited, "settled_elsewhere", settledElsewhere)
+		"unacked", v.reading.pending, "ours", ours, "waited_for", waited, "settled_elsewhere", v.settledElsewhere,
+		"verification_took", v.took)
 }
 
 // takeIncoming places every message that has arrived and waits for the

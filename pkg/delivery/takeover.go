@@ -201,13 +201,13 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 		w.startClears()
 	}
 	if foreign := c.pending - ours; foreign > 0 {
-		w.verifySuspects(c, ours, foreign)
+		w.verifySuspects(c, ours, foreign, nil)
 		return
 	}
-	if rseqs, _ := w.sched.returnedHeld(w.heldFrom); len(rseqs) > 0 {
+	if returned := w.sched.returnedHeld(w.heldFrom); len(returned) > 0 {
 		// Some of ours may be settled by another worker already, and no
 		// longer the consumer's: the verification decides (returned.go).
-		w.verifySuspects(c, ours, 0)
+		w.verifySuspects(c, ours, 0, returned)
 		return
 	}
 	w.endOnCount("takeover over: every unacknowledged message is this worker's",
