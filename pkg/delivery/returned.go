@@ -22,19 +22,61 @@ package delivery
 // behind calls a settled message unsettled, which keeps it counted and
 // the takeover going, never ends it early.
 
-// returnedHeld returns the keys of the returned messages this worker
-// counts as its own: queued, or in flight under its pin and not being
-// acked (scheduler.ownInflight).
-func (s *scheduler) returnedHeld(heldFrom uint64) (keys []string) {
+// heldReturn is a returned message this worker holds: its key, by which
+// its record is read, and its lane.
+type heldReturn struct {
+	key, lane string
+}
+
+// returnedHeld returns the returned messages this worker counts as its
+// own: queued, or in flight under its pin and not being acked
+// (scheduler.ownInflight).
+func (s *scheduler) returnedHeld(heldFrom uint64) (held []heldReturn) {
 	for _, l := range s.lanes {
 		for _, j := range l.queue {
 			if j.returned {
-				keys = append(keys, j.n.Key)
+				held = append(held, heldReturn{j.n.Key, j.lane})
 			}
 		}
 		if j := l.inflight; j != nil && j.returned && j.deliveredSince(heldFrom) && !j.settling.Load() {
-			keys = append(keys, j.n.Key)
+			held = append(held, heldReturn{j.n.Key, j.lane})
 		}
 	}
-	return keys
+	return held
+}
+
+// checkFirst moves the lanes given to the front of the queue of lane
+// checks, keeping the order of the rest; it returns how many it moved.
+// A verdict calls it with the lanes of returned messages settled
+// elsewhere (onSuspectsVerified): such a message is most often one whose
+// ack was lost with the worker that sent it (killed after storing its
+// record), and then the consumer still counts it, as its delivery here.
+// It holds the count off balance, and with it the takeover, until the
+// message is acked, which its lane does at its first attempt (the record
+// says delivered: alreadyDelivered), once checked. Checked last, the
+// takeover ended only when every lane was (the long cluster run on
+// e9c0238: 150 of 152 verdicts that kept a takeover going had settled
+// returned messages, and 59 of 119 takeovers ended with every lane
+// checked, after 2.3 s at the median). Acked, the message leaves both
+// counts if it was the consumer's, and only this worker's if another
+// worker had acked it: either way the next reading is right, so the order
+// of the checks changes when the takeover ends, never what it decides.
+func (w *Worker) checkFirst(lanes []string) int {
+	first := make(map[string]bool, len(lanes))
+	for _, l := range lanes {
+		first[l] = true
+	}
+	moved := make([]string, 0, len(lanes))
+	rest := make([]string, 0, len(w.clearQueue))
+	for _, r := range w.clearQueue {
+		if first[r] {
+			moved = append(moved, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	if len(moved) > 0 {
+		w.clearQueue = append(moved, rest...)
+	}
+	return len(moved)
 }

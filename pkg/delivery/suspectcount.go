@@ -39,10 +39,10 @@ type suspectVerdict struct {
 	// ours is what the worker counted as its own at the reading.
 	ours      int
 	unsettled map[uint64]bool
-	// settledElsewhere is how many of the returned messages held at the
-	// reading were settled: by another worker, or an earlier life of this
-	// one.
-	settledElsewhere int
+	// settledLanes are the lanes of the returned messages held at the
+	// reading that were settled: by another worker, or an earlier life of
+	// this one.
+	settledLanes []string
 	// returned is how many returned messages were read; took, how long
 	// the reads took (both logged when the verdict does not end the
 	// takeover).
@@ -59,7 +59,7 @@ type suspectVerdict struct {
 // keys of the returned messages held (returnedHeld, which the caller has
 // just walked the lanes for), and only they are read; otherwise they are
 // found here, once it is known that a verification starts.
-func (w *Worker) verifySuspects(c ackCount, ours, foreign int, returned []string) {
+func (w *Worker) verifySuspects(c ackCount, ours, foreign int, returned []heldReturn) {
 	if w.verifying || w.now().Before(w.verifyAfter) {
 		if foreign <= 0 {
 			// A count that balances but must wait: logged to tell this wait
@@ -95,11 +95,15 @@ func (w *Worker) verifySuspects(c ackCount, ours, foreign int, returned []string
 			settled, v.err = w.settledOnLeader(ctx, keys)
 		}
 		if v.err == nil && len(returned) > 0 {
+			rkeys := make([]string, len(returned))
+			for i, r := range returned {
+				rkeys[i] = r.key
+			}
 			var rsettled map[string]bool
-			rsettled, v.err = w.settledBatch(ctx, returned)
-			for _, k := range returned {
-				if rsettled[k] {
-					v.settledElsewhere++
+			rsettled, v.err = w.settledBatch(ctx, rkeys)
+			for _, r := range returned {
+				if rsettled[r.key] {
+					v.settledLanes = append(v.settledLanes, r.lane)
 				}
 			}
 		}
@@ -144,7 +148,7 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 	// or at the reading, may not have been the consumer's: it does not
 	// count.
 	waited := 0
-	ours := v.ours - v.settledElsewhere
+	ours := v.ours - len(v.settledLanes)
 	for _, seq := range w.sched.suspectSeqs() {
 		// Only a suspect the consumer had delivered at the reading can
 		// have been one of its unacknowledged messages: lanes checked
@@ -155,13 +159,17 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 		}
 	}
 	if left := v.reading.pending - ours - waited; left > 0 {
+		// The lanes of the returned messages settled elsewhere are checked
+		// first: acked, those messages no longer hold the count off
+		// balance (checkFirst).
 		w.log.Debug("a verification leaves messages of the reading unaccounted for; the takeover goes on",
 			"unacked", v.reading.pending, "ours", ours, "waited_for", waited, "unaccounted", left,
-			"returned", v.returned, "settled_elsewhere", v.settledElsewhere, "took", v.took)
+			"returned", v.returned, "settled_elsewhere", len(v.settledLanes), "took", v.took,
+			"lanes_checked_first", w.checkFirst(v.settledLanes))
 		return
 	}
 	w.endOnCount("takeover over: every unacknowledged message is this worker's or one it waits for",
-		"unacked", v.reading.pending, "ours", ours, "waited_for", waited, "settled_elsewhere", v.settledElsewhere,
+		"unacked", v.reading.pending, "ours", ours, "waited_for", waited, "settled_elsewhere", len(v.settledLanes),
 		"verification_took", v.took)
 }
 
