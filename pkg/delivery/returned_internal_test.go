@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -164,38 +165,20 @@ func TestBalancedCountReadsOnlyTheReturnedMessages(t *testing.T) {
 	}
 }
 
-// A verdict that finds a returned message settled elsewhere moves its
-// lane to the front of the lane checks: acked at its first attempt, the
-// message no longer holds the count off balance. Checked in turn, the
-// takeover waited for every lane before it (the long cluster run on
-// e9c0238: 2.3 s at the median).
-func TestSettledReturnedMessagesLaneIsCheckedFirst(t *testing.T) {
-	w, ended := returnedUnderTest(t, true)
-	w.sched.takeClears()
-	w.clearQueue = []string{"300", "400", "100", "500"}
-	w.clearsRunning = maxClearing // none starts in this test
-	if !verify(t, w, ackCount{pending: 1, floor: 4, delivered: 9}) {
-		t.Fatal("no verification of the returned message the count rests on")
+// laneWaits tells what each lane of a settled returned message waits on,
+// the first kind that applies.
+func TestLaneWaits(t *testing.T) {
+	s, v := newTestScheduler(30)
+	now := t0
+	for seq, lane := range map[uint64]string{1: "100", 2: "200", 3: "300", 4: "400"} {
+		v.apply(first(s.arrive(mkJob(seq, lane), now)))
 	}
-	if ended() {
-		t.Fatal("the takeover ended counting a redelivery settled elsewhere as the worker's")
-	}
-	if want := []string{"100", "300", "400", "500"}; !slices.Equal(w.clearQueue, want) {
-		t.Fatalf("lanes to check %v, want %v", w.clearQueue, want)
-	}
-}
-
-// A returned message still unsettled moves nothing: the verdict ends the
-// takeover, or leaves the checks in their order.
-func TestUnsettledReturnedMessageMovesNoLane(t *testing.T) {
-	w, _ := returnedUnderTest(t, false)
-	w.sched.takeClears()
-	w.clearQueue = []string{"300", "400", "100", "500"}
-	w.clearsRunning = maxClearing
-	// The consumer counts two: 5, held here, and another still out.
-	w.suspectKeys = map[uint64]string{}
-	verify(t, w, ackCount{pending: 2, floor: 4, delivered: 9})
-	if want := []string{"300", "400", "100", "500"}; !slices.Equal(w.clearQueue, want) {
-		t.Fatalf("lanes to check %v, want %v", w.clearQueue, want)
+	s.laneFor("200", now).addParked(1, now.Add(time.Second), false, false)
+	s.laneFor("300", now).notBefore = now.Add(time.Second)
+	s.laneFor("400", now).inflight = mkJob(9, "400")
+	got := s.laneWaits([]string{"100", "200", "300", "400", "500"}, now)
+	want := map[string]int{"eligible": 1, "parked": 1, "not_before": 1, "in_flight": 1, "gone": 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("laneWaits = %v, want %v", got, want)
 	}
 }

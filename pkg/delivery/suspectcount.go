@@ -159,13 +159,10 @@ func (w *Worker) onSuspectsVerified(v suspectVerdict) {
 		}
 	}
 	if left := v.reading.pending - ours - waited; left > 0 {
-		// The lanes of the returned messages settled elsewhere are checked
-		// first: acked, those messages no longer hold the count off
-		// balance (checkFirst).
 		w.log.Debug("a verification leaves messages of the reading unaccounted for; the takeover goes on",
 			"unacked", v.reading.pending, "ours", ours, "waited_for", waited, "unaccounted", left,
 			"returned", v.returned, "settled_elsewhere", len(v.settledLanes), "took", v.took,
-			"lanes_checked_first", w.checkFirst(v.settledLanes))
+			"settled_lanes_wait_on", w.sched.laneWaits(v.settledLanes, w.now()))
 		return
 	}
 	w.endOnCount("takeover over: every unacknowledged message is this worker's or one it waits for",
