@@ -56,8 +56,8 @@ type suspectVerdict struct {
 // messages counted as this worker's, left foreign messages unaccounted
 // for, when there are at least as many suspects with a known key, and none
 // runs. With none unaccounted for (a balanced count), returned are the
-// keys of the returned messages held (returnedHeld, which the caller has
-// just walked the lanes for), and only they are read; otherwise they are
+// returned messages held (returnedHeld, which the caller has just walked
+// the lanes for), and only their records are read; otherwise they are
 // found here, once it is known that a verification starts.
 func (w *Worker) verifySuspects(c ackCount, ours, foreign int, returned []heldReturn) {
 	if w.verifying || w.now().Before(w.verifyAfter) {
