@@ -142,7 +142,7 @@ func TestSendWhoseClaimCannotBeWrittenTriesAgainSoon(t *testing.T) {
 		js: s.js, names: jetstream.DefaultNames(), store: s, m: m, log: slog.New(slog.DiscardHandler), now: time.Now,
 		id: newWorkerID(), adm: newAdmission("claim", 1000, time.Minute, nil),
 	}
-	w.records = newRecorder(s, true, w.log, func(int) {})
+	w.records = newRecorder(s, true, w.log, func(int) {}, func() {})
 	s.state = newSharedState(nil, "telegram", w.log, nil)
 	// Reads are served, writes refused: a sealed stream answers as a
 	// bucket without a leader does for the claim, at once and with an error.

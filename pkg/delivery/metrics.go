@@ -54,6 +54,7 @@ type metrics struct {
 	recordErrors           prometheus.Counter
 	lookupBatch            prometheus.Histogram
 	recordBatch            prometheus.Histogram
+	recordStalls           prometheus.Counter
 	eventBatch             prometheus.Histogram
 }
 
@@ -162,6 +163,8 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 		recordBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "record_write_batch_records",
 			Help:    "Delivery records and send claims per atomic batch: the writes of the attempts that reach them while a write is on its way are stored together, with one fsync.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
+		recordStalls: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "record_write_stalls_total",
+			Help: "Batches of delivery records and send claims not answered within 500 ms, the next batch written beside them: an answer lost while notify_delivered's leader moved, or a slow server."}),
 		eventBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "event_batch_events",
 			Help:    "Events per atomic batch: the events that wait while a batch is on its way are stored together, with one fsync.",
 			Buckets: prometheus.ExponentialBuckets(16, 2, 5)}),
@@ -169,7 +172,7 @@ func newMetrics(reg prometheus.Registerer, channel string) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.sent, m.alreadyDelivered, m.cancelled, m.scheduled, m.claimWaits, m.readsBehind, m.readCopies, m.heldOff, m.cancelsLost, m.failures, m.rateLimited, m.dead, m.retries,
 		m.redirects, m.crossing, m.unrecognised, m.fallbacks, m.fallbackMaybeDelivered, m.eventErrors, m.failovers, m.pinChecks, m.takeovers, m.deliveryGaps, m.takeoverSeconds, m.suspectRechecks, m.settlesShortened, m.pinResets, m.answerWaits, m.sendRate.Gauge, m.sendRate.old,
 		m.requestTimeout, m.degradedSlow, m.sheddingBulk, m.requests, m.breakerState, m.inFlight.Gauge, m.inFlight.old, m.held, m.parked,
-		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch, m.eventBatch} {
+		m.lanes, m.paused, m.halted, m.queueDepth.Gauge, m.queueDepth.old, m.deadLetters, m.sendSeconds, m.deliverySeconds, m.recordErrors, m.lookupBatch, m.recordBatch, m.recordStalls, m.eventBatch} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

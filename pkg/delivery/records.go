@@ -463,6 +463,9 @@ type recorder struct {
 	reqs    chan recordRequest
 	// observe receives the size of every atomic batch (a metric).
 	observe func(n int)
+	// stalled counts the batches not answered within recordStall (a
+	// metric).
+	stalled func()
 }
 
 // recordRequest is one attempt's write, and where its result goes.
@@ -478,8 +481,8 @@ type written struct {
 	err error
 }
 
-func newRecorder(s *store, single bool, log *slog.Logger, observe func(int)) *recorder {
-	return &recorder{s: s, single: single, log: log, reqs: make(chan recordRequest, maxRecordBatch), observe: observe}
+func newRecorder(s *store, single bool, log *slog.Logger, observe func(int), stalled func()) *recorder {
+	return &recorder{s: s, single: single, log: log, reqs: make(chan recordRequest, maxRecordBatch), observe: observe, stalled: stalled}
 }
 
 // start reads whether the bucket takes atomic batches, retrying until it
@@ -535,9 +538,28 @@ func (r *recorder) put(ctx context.Context, m *nats.Msg) (uint64, error) {
 	}
 }
 
+// recordStall is how long the recorder waits for a batch of writes to be
+// answered before it writes the next batch beside it. A batch is normally
+// answered within milliseconds (tens with fsync on every write on a busy
+// machine), and the writes that come meanwhile wait for it, which is what
+// makes batches grow with the load. But a write that reaches the former
+// leader of notify_delivered while its leadership moves (a step-down, a
+// publisher gathering leaders, a node leaving) is dropped without an
+// answer, and waiting recordTimeout for it held every attempt's claim and
+// record behind it, so every send, for 5 s (benchmark row 7c, 2026-12-06).
+const recordStall = 500 * time.Millisecond
+
 // run makes the writes that wait, until ctx ends: every write queued as
-// one batch, one batch at a time.
+// one batch, one batch at a time while each is answered within
+// recordStall. A batch not answered by then is left to end on its own (it
+// is answered, refused or given up at recordTimeout, and tells its
+// attempts): the next batch goes beside it, so a lost answer holds up only
+// the writes it was for. run returns once every batch it began has ended.
 func (r *recorder) run(ctx context.Context) {
+	var writing sync.WaitGroup
+	defer writing.Wait()
+	stall := time.NewTimer(recordStall)
+	stall.Stop()
 	for {
 		var batch []recordRequest
 		select {
@@ -555,7 +577,20 @@ func (r *recorder) run(ctx context.Context) {
 				break more
 			}
 		}
-		r.writeAll(ctx, batch)
+		done := make(chan struct{})
+		writing.Go(func() {
+			defer close(done)
+			r.writeAll(ctx, batch)
+		})
+		stall.Reset(recordStall)
+		select {
+		case <-done:
+		case <-stall.C:
+			r.stalled()
+			r.log.Debug("a batch of record writes is not answered yet; writing the next beside it",
+				"writes", len(batch), "after", recordStall)
+		}
+		stall.Stop()
 	}
 }
 

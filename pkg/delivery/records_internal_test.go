@@ -161,7 +161,7 @@ func TestRecorderWritesWaitingRecordsAsOneBatch(t *testing.T) {
 	s := recordStore(t)
 	ctx := context.Background()
 	var batches []int
-	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) }, func() {})
 	r.start(ctx)
 	if !r.batches.Load() {
 		t.Fatal("notify_delivered as provisioned does not take atomic batches")
@@ -209,7 +209,7 @@ func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
 	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {})
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {}, func() {})
 	r.batches.Store(true) // as if read before the change
 	batch := make([]recordRequest, minAtomicBatch)
 	for i := range batch {
@@ -298,7 +298,7 @@ func TestRecorderWritesRecordsOverClaimsInOneBatch(t *testing.T) {
 	s := recordStore(t)
 	ctx := context.Background()
 	var batches []int
-	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) }, func() {})
 	r.start(ctx)
 	const n = 2 * minAtomicBatch
 	revs := claimKeys(t, s, "d", n)
@@ -340,7 +340,7 @@ func TestRecorderWritesRecordsOverClaimsInOneBatch(t *testing.T) {
 func TestRecorderBatchFailsOverAStaleClaim(t *testing.T) {
 	s := recordStore(t)
 	ctx := context.Background()
-	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {})
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {}, func() {})
 	r.start(ctx)
 	if !r.batches.Load() {
 		t.Fatal("notify_delivered as provisioned does not take atomic batches")
@@ -432,7 +432,7 @@ func TestRecorderWritesClaimsInOneBatch(t *testing.T) {
 	s := recordStore(t)
 	ctx := context.Background()
 	var batches []int
-	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) }, func() {})
 	r.start(ctx)
 	const n = 3 * minAtomicBatch
 	keys := make([]string, n)
@@ -555,7 +555,7 @@ func TestAStaleLookupCannotClaim(t *testing.T) {
 func claimInRefusedBatch(t *testing.T, s *store, keys []string, last map[string]uint64) ([]claimResult, map[string]*entry) {
 	t.Helper()
 	var batches []int
-	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) })
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(n int) { batches = append(batches, n) }, func() {})
 	r.start(context.Background())
 	claims := claimAll(t, r, keys, last)
 	if len(batches) != 1 {
@@ -764,5 +764,48 @@ func TestReadLastTakesTheAnswersOfOneCopy(t *testing.T) {
 	}
 	if k1, k2 := got["k1"], got["k2"]; k1.rev != 5 || k2.rev != 6 || string(k1.data) != "second" || string(k2.data) != "second" {
 		t.Errorf("read k1 = %+v, k2 = %+v; want revisions 5 and 6, both from the copy that answered first", k1, k2)
+	}
+}
+
+// A batch of writes whose answer never comes (here a subscriber swallows
+// it, as the former leader of notify_delivered drops a write that reaches
+// it while its leadership moves) holds up only its own writes: after
+// recordStall the recorder writes the next batch beside it, and the lost
+// one still fails at recordTimeout, telling its attempt. Before, every
+// claim and record waited recordTimeout behind it (benchmark row 7c).
+func TestRecorderWritesPastABatchWhoseAnswerIsLost(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	var stalls atomic.Int64
+	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {}, func() { stalls.Add(1) })
+	r.start(ctx)
+	swallow, err := s.js.Conn().SubscribeSync("lost.record")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); r.run(runCtx) }()
+	t.Cleanup(func() { stop(); <-ran })
+
+	lost := recordRequest{msg: &nats.Msg{Subject: "lost.record", Data: []byte("{}")}, done: make(chan written, 1)}
+	r.reqs <- lost
+	if _, err := swallow.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("the write that is not answered never reached the server: %v", err)
+	}
+	if err := r.write(ctx, DeliveryRecord{Key: "after-lost", Channel: "telegram"}, 0); err != nil {
+		t.Fatalf("the next write: %v", err)
+	}
+	if len(lost.done) != 0 {
+		t.Fatal("the next write was made only after the unanswered one ended: it waited for it")
+	}
+	if found, err := s.readRecords(ctx, []string{"after-lost"}); err != nil || found["after-lost"] == nil {
+		t.Fatalf("the next write is not stored (%v)", err)
+	}
+	if got := stalls.Load(); got != 1 {
+		t.Fatalf("%d stalled batches counted, want 1", got)
+	}
+	if w := <-lost.done; !errors.Is(w.err, context.DeadlineExceeded) {
+		t.Fatalf("the unanswered write ended with %v, want its timeout", w.err)
 	}
 }

@@ -276,7 +276,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	}
 	w.store.lookups = newLookups(w.store, func(n int) { w.m.lookupBatch.Observe(float64(n)) })
 	w.settledOnLeader, w.settledBatch = w.store.settledOnLeader, w.store.settledKeys
-	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) })
+	w.records = newRecorder(w.store, cfg.SingleRecordWrites, log, func(n int) { w.m.recordBatch.Observe(float64(n)) }, w.m.recordStalls.Inc)
 	pauses, last, err := openPauseFile(cfg.PauseFile, name, log)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
