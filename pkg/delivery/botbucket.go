@@ -6,38 +6,157 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// botLateness is how late the dispatcher may launch a send without the
-// channel-wide rate losing the lateness.
+// The channel-wide send limit (Telegram: about 30 messages a second per
+// bot, up to 1000 with paid broadcast) is two rules, both checked when the
+// dispatcher launches a send (botLimiter):
+//
+//   - a window: at most r × botWindow sends due in any botWindow (one
+//     second), so that no second holds more than the provider's "messages
+//     per second" (a dispatcher that launches a send late can crowd a few
+//     more into a second, the sends of its lateness, as with a bucket
+//     alone);
+//   - a token bucket at the rate r holding botCatchUp (half a second) of
+//     tokens, which spaces the sends at the rate while a backlog waits, and
+//     lets the sends that a stall (a slow JetStream round trip, a busy
+//     machine) kept from going out go as soon as it ends, as far as the
+//     window allows.
+//
+// A bucket alone cannot do both. One holding only the tokens of a
+// dispatcher's lateness (10 ms, as it did until 2026-12-06) lost every
+// stall longer than that from the rate for good: a worker sending at
+// exactly the rate the notifications came in (a paid broadcast at 1000 a
+// second) never caught up, and each stall added its length to the delay
+// of every later notification (benchmark row 8b: the second with 721 sends
+// left every later order 0.3 s later, to the end of the run). A bucket
+// holding half a second would allow 1.5 times the rate in the second after
+// an idle moment. With the window the sends a stall held back can only go
+// within the second that holds the stall: a stall of up to half a second is
+// made good at once (the requests leave at no more than twice the rate, the
+// pacer's), a longer one partly.
+//
+// The window keeps the instants of the last r × botWindow sends, so it
+// applies up to maxWindowSends a window. Above that (limits set far above
+// any provider's, as the worker ceiling benchmark does) the bucket alone
+// holds the rate, with the tokens of botLateness.
+
+// botWindow is the span in which the window counts sends.
+const botWindow = time.Second
+
+// botCatchUp is the tokens the bucket holds, in time at the rate.
+const botCatchUp = 500 * time.Millisecond
+
+// maxWindowSends bounds the sends a window keeps the instants of.
+const maxWindowSends = 4096
+
+// botLateness is how late a dispatcher may launch a send without the rate
+// losing the lateness when there is no window (above maxWindowSends).
 const botLateness = 10 * time.Millisecond
 
-// newBotBucket returns the channel-wide token bucket for the send rate r
-// (botBurst).
-func newBotBucket(r rate.Limit) *rate.Limiter {
-	return rate.NewLimiter(r, botBurst(r))
+// botLimiter is the channel-wide limit: the bucket and the window.
+type botLimiter struct {
+	bucket *rate.Limiter
+	// n is the sends any window may hold; 0: no window.
+	n int
+	// sent holds the instants of the sends reserved, oldest first, at
+	// least the last n of them (older ones are dropped in bulk).
+	sent []time.Time
 }
 
-// botBurst returns the burst of the channel-wide bucket at the send rate r:
-// the tokens of botLateness, at least one.
-//
-// A bucket of one token loses from the rate every launch that comes more
-// than one interval after its token became due: the token that accrued
-// meanwhile does not fit. At 1000 msg/s (paid broadcast) an interval is one
-// millisecond, and a dispatcher on a busy machine is often that late: a
-// loop that only takes tokens and sleeps until the next one reached 930–943
-// msg/s of 1000 with three busy loops beside it on two cores. With the
-// tokens of 10 ms a launch up to 10 ms late loses nothing. (The end-to-end
-// benchmark at the paid-broadcast rate, row 8, did not change with it on
-// the two-core machine: JetStream's round trips bound it there.)
-//
-// The price is the burst: a window of T seconds holds at most r×T + burst
-// sends, against r×T + 1 with one token, and only after an idle moment (a
-// backlog keeps the bucket empty). At 1000 msg/s that is 1,010 in the worst
-// second (Telegram's paid broadcast is "up to 1000 messages per second");
-// below 200 msg/s the bucket is the single token it was, Telegram's 30
-// msg/s among them.
+// botReservation is one send's place in the limit.
+type botReservation struct {
+	l   *botLimiter
+	res *rate.Reservation
+	at  time.Time // when the send may go
+}
+
+// newBotLimiter returns the channel-wide limit for the send rate r.
+func newBotLimiter(r rate.Limit) *botLimiter {
+	return &botLimiter{bucket: rate.NewLimiter(r, botBurst(r)), n: windowSends(r)}
+}
+
+// windowSends returns how many sends a window holds at the rate r; 0 when
+// the window does not apply (no rate, or above maxWindowSends).
+func windowSends(r rate.Limit) int {
+	if r == rate.Inf || r <= 0 {
+		return 0
+	}
+	n := int(float64(r) * botWindow.Seconds())
+	if n > maxWindowSends {
+		return 0
+	}
+	return max(1, n)
+}
+
+// botBurst returns the tokens the bucket holds at the send rate r: those
+// of botCatchUp where the window applies, else those of botLateness; at
+// least one.
 func botBurst(r rate.Limit) int {
 	if r == rate.Inf || r <= 0 {
 		return 1
 	}
-	return max(1, int(float64(r)*botLateness.Seconds()))
+	hold := botLateness
+	if windowSends(r) > 0 {
+		hold = botCatchUp
+	}
+	return max(1, int(float64(r)*hold.Seconds()))
+}
+
+// reserve takes the next send's place: the later of the bucket's token
+// and the window's room, never before the send reserved last.
+func (l *botLimiter) reserve(now time.Time) *botReservation {
+	res := l.bucket.ReserveN(now, 1)
+	at := now.Add(res.DelayFrom(now))
+	if l.n > 0 {
+		k := len(l.sent)
+		if k > 0 && at.Before(l.sent[k-1]) {
+			at = l.sent[k-1]
+		}
+		if k >= l.n {
+			// The window ending at the send holds the n sends before it
+			// only if the oldest of them is at least botWindow earlier.
+			if room := l.sent[k-l.n].Add(botWindow); at.Before(room) {
+				at = room
+			}
+		}
+		if k >= 2*l.n {
+			l.sent = append(l.sent[:0], l.sent[k-l.n+1:]...)
+		}
+		l.sent = append(l.sent, at)
+	}
+	return &botReservation{l: l, res: res, at: at}
+}
+
+// setRate changes the rate from now on (graceful degradation): the bucket's
+// rate and tokens, and the window's sends.
+func (l *botLimiter) setRate(r rate.Limit, now time.Time) {
+	l.bucket.SetLimitAt(now, r)
+	l.bucket.SetBurstAt(now, botBurst(r))
+	l.n = windowSends(r)
+	if l.n == 0 {
+		l.sent = nil
+	} else if k := len(l.sent); k > l.n {
+		l.sent = append(l.sent[:0], l.sent[k-l.n:]...)
+	}
+}
+
+// DelayFrom returns how long from now the send must wait.
+func (r *botReservation) DelayFrom(now time.Time) time.Duration {
+	return max(0, r.at.Sub(now))
+}
+
+// CancelAt gives the place back: no request was made. The bucket gets its
+// token back as far as later reservations allow, and the window forgets
+// the send.
+func (r *botReservation) CancelAt(now time.Time) {
+	r.res.CancelAt(now)
+	sent := r.l.sent
+	for i := len(sent) - 1; i >= 0; i-- {
+		if sent[i].Equal(r.at) {
+			r.l.sent = append(sent[:i], sent[i+1:]...)
+			return
+		}
+		if sent[i].Before(r.at) {
+			return
+		}
+	}
 }

@@ -61,7 +61,8 @@ type job struct {
 	dups []*job
 	// Send tokens taken for the current attempt, returned when no request
 	// was made after all.
-	botRes, laneRes *rate.Reservation
+	botRes  *botReservation
+	laneRes *rate.Reservation
 	// givingUp is set once an attempt has handed the notification to the
 	// next channel, or told the application it is dead, and so can only
 	// finish giving up on it (giveUp).

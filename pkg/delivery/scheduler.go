@@ -44,11 +44,11 @@ type scheduler struct {
 	// classes holds the schedulable lanes by the priority of their head:
 	// transactional first, then bulk.
 	classes [2]*class
-	bot     *rate.Limiter
+	bot     *botLimiter
 	// botNext is a channel-wide token reserved for a future instant, kept
 	// rather than cancelled so that timer lateness is not lost from the
 	// rate.
-	botNext  *rate.Reservation
+	botNext  *botReservation
 	inflight int
 	// shedBulk keeps bulk lanes from sending (graceful degradation: a 429
 	// storm or a backlog); they wait, or expire at their own deadline.
@@ -161,7 +161,7 @@ func newScheduler(cfg schedConfig, view schedView) *scheduler {
 		lanes:    map[string]*lane{},
 		clearing: map[string]bool{},
 		classes:  [2]*class{{eligible: laneHeap{bySeq: true}}, {eligible: laneHeap{bySeq: true}}},
-		bot:      newBotBucket(cfg.rate),
+		bot:      newBotLimiter(cfg.rate),
 	}
 }
 
@@ -413,10 +413,10 @@ func (s *scheduler) next(now time.Time) (*job, time.Time) {
 		return nil, wake
 	}
 	dead := s.view.dead(l.key)
-	var botRes *rate.Reservation
+	var botRes *botReservation
 	if !dead {
 		if botRes, s.botNext = s.botNext, nil; botRes == nil {
-			botRes = s.bot.ReserveN(now, 1)
+			botRes = s.bot.reserve(now)
 		}
 		if d := botRes.DelayFrom(now); d > 0 {
 			// Keep the token for its instant: cancelling and reserving again
@@ -575,8 +575,7 @@ func (s *scheduler) regainPin() { s.pinLost = false }
 // setRate changes the channel-wide send rate from now on (graceful
 // degradation).
 func (s *scheduler) setRate(r rate.Limit, now time.Time) {
-	s.bot.SetLimitAt(now, r)
-	s.bot.SetBurstAt(now, botBurst(r))
+	s.bot.setRate(r, now)
 }
 
 // due takes out of their lanes, as in flight, the head messages that can be
