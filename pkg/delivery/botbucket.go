@@ -60,6 +60,8 @@ type botLimiter struct {
 	// sent holds the instants of the sends reserved, oldest first, at
 	// least the last n of them (older ones are dropped in bulk).
 	sent []time.Time
+	// quiet is the end of the last pause the bucket was emptied for.
+	quiet time.Time
 }
 
 // botReservation is one send's place in the limit.
@@ -124,6 +126,18 @@ func (l *botLimiter) reserve(now time.Time) *botReservation {
 		l.sent = append(l.sent, at)
 	}
 	return &botReservation{l: l, res: res, at: at}
+}
+
+// quietUntil makes the sends after a pause (a 429's retry_after) start at
+// the rate: the bucket is emptied at until, so that what the pause held
+// back does not go as a catch-up. A 429 asks for fewer requests, not the
+// same number later; the tokens a stall leaves are for stalls.
+func (l *botLimiter) quietUntil(until time.Time) {
+	if !until.After(l.quiet) {
+		return
+	}
+	l.quiet = until
+	l.bucket.ReserveN(until, l.bucket.Burst())
 }
 
 // setRate changes the rate from now on (graceful degradation): the bucket's

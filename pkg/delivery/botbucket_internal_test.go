@@ -192,3 +192,31 @@ func TestBotLimitForgetsACancelledSend(t *testing.T) {
 		t.Fatalf("a fifth send waits %v, want 1s (the window; the bucket alone would say 750ms)", d)
 	}
 }
+
+// After a 429's pause the sends start at the rate: the tokens the pause
+// left in the bucket do not go as a catch-up.
+func TestSendsAfterAPauseStartAtTheRate(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	for c := 1; c <= 100; c++ {
+		s.arrive(mkJob(uint64(c), fmt.Sprint(c)), t0)
+	}
+	until := t0.Add(3 * time.Second)
+	s.pausedUntil(until)
+	s.pausedUntil(until) // told again on every look during the pause
+	now := until
+	var at []time.Time
+	for len(at) < 10 {
+		j, wake := s.next(now)
+		if j != nil {
+			at = append(at, now)
+			s.finish(j, now, true, moveOn, 0)
+			continue
+		}
+		now = wake
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < time.Second/30-time.Microsecond {
+			t.Fatalf("sends %d and %d after the pause are %v apart, want at least %v (30/s)", i-1, i, gap, time.Second/30)
+		}
+	}
+}

@@ -572,6 +572,11 @@ func (s *scheduler) losePin() {
 // on comes back to it.
 func (s *scheduler) regainPin() { s.pinLost = false }
 
+// pausedUntil tells the scheduler of a bot-wide pause (a 429) ending at
+// until: the sends after it start at the rate, without the bot-wide
+// bucket's catch-up (botLimiter.quietUntil).
+func (s *scheduler) pausedUntil(until time.Time) { s.bot.quietUntil(until) }
+
 // setRate changes the channel-wide send rate from now on (graceful
 // degradation).
 func (s *scheduler) setRate(r rate.Limit, now time.Time) {

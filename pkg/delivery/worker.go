@@ -493,8 +493,12 @@ func (w *Worker) launch() time.Time {
 	for w.sched.inflight < w.cfg.MaxInFlight {
 		now = w.now()
 		ok, retryAt, _ := w.adm.gate(now, w.sched.inflight)
-		w.m.paused.Set(boolGauge(now.Before(w.adm.pausedUntil())))
+		paused := w.adm.pausedUntil()
+		w.m.paused.Set(boolGauge(now.Before(paused)))
 		if !ok {
+			if now.Before(paused) {
+				w.sched.pausedUntil(paused)
+			}
 			return retryAt
 		}
 		j, wake := w.sched.next(now)
