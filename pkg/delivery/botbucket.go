@@ -105,8 +105,19 @@ func botBurst(r rate.Limit) int {
 
 // reserve takes the next send's place: the later of the bucket's token
 // and the window's room, never before the send reserved last.
+//
+// The first send after a whole window without any (a start, an idle
+// moment, a long pause) takes every token the bucket holds: what begins
+// then is not a stall to make good, and sent at once those tokens would
+// come back as a bunch at the start of every second for as long as the
+// backlog lasted (the window makes room for them together). The sends
+// after it go at the rate.
 func (l *botLimiter) reserve(now time.Time) *botReservation {
-	res := l.bucket.ReserveN(now, 1)
+	take := 1
+	if l.n > 0 && (len(l.sent) == 0 || !l.sent[len(l.sent)-1].After(now.Add(-botWindow))) {
+		take = max(1, int(l.bucket.TokensAt(now)))
+	}
+	res := l.bucket.ReserveN(now, take)
 	at := now.Add(res.DelayFrom(now))
 	if l.n > 0 {
 		k := len(l.sent)

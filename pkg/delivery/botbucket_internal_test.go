@@ -177,19 +177,21 @@ func checkWindows(t *testing.T, at []time.Time, limit int) {
 func TestBotLimitForgetsACancelledSend(t *testing.T) {
 	near := func(d, want time.Duration) bool { return d > want-time.Millisecond && d < want+time.Millisecond }
 	l := newBotLimiter(4) // 2 tokens, 4 sends a second
-	var last *botReservation
-	for range 4 {
-		last = l.reserve(t0) // at 0, 0, 250 and 500 ms
+	l.reserve(t0)         // the first send after an idle window takes both tokens
+	t1 := t0.Add(500 * time.Millisecond)
+	for range 3 {
+		l.reserve(t1) // the two tokens of the half second, then one at 250 ms
 	}
-	if d := last.DelayFrom(t0); !near(d, 500*time.Millisecond) {
-		t.Fatalf("the fourth send at 4/s waits %v, want 500ms (the bucket)", d)
+	last := l.reserve(t1)
+	if d := last.DelayFrom(t1); !near(d, 500*time.Millisecond) {
+		t.Fatalf("the fifth send waits %v, want 500ms", d)
 	}
-	last.CancelAt(t0)
-	if d := l.reserve(t0).DelayFrom(t0); !near(d, 500*time.Millisecond) {
-		t.Fatalf("after the fourth send was given back, the next waits %v, want 500ms: the window still counts the send given back", d)
+	last.CancelAt(t1)
+	if d := l.reserve(t1).DelayFrom(t1); !near(d, 500*time.Millisecond) {
+		t.Fatalf("after the fifth send was given back, the next waits %v, want 500ms: the window still counts the send given back", d)
 	}
-	if d := l.reserve(t0).DelayFrom(t0); !near(d, time.Second) {
-		t.Fatalf("a fifth send waits %v, want 1s (the window; the bucket alone would say 750ms)", d)
+	if d := l.reserve(t1).DelayFrom(t1); !near(d, time.Second) {
+		t.Fatalf("a sixth send waits %v, want 1s (the window; the bucket alone would say 750ms)", d)
 	}
 }
 
@@ -217,6 +219,23 @@ func TestSendsAfterAPauseStartAtTheRate(t *testing.T) {
 	for i := 1; i < len(at); i++ {
 		if gap := at[i].Sub(at[i-1]); gap < time.Second/30-time.Microsecond {
 			t.Fatalf("sends %d and %d after the pause are %v apart, want at least %v (30/s)", i-1, i, gap, time.Second/30)
+		}
+	}
+}
+
+// A backlog that begins after a whole second without sends (a start, an
+// idle moment) goes at the rate from its first send: the bucket's tokens
+// are for stalls, and spent at once they would come back as a bunch at the
+// start of every second while the backlog lasts.
+func TestABacklogAfterAnIdleSecondGoesAtTheRate(t *testing.T) {
+	s, _ := newTestScheduler(30)
+	for c := 1; c <= 100; c++ {
+		s.arrive(mkJob(uint64(c), fmt.Sprint(c)), t0)
+	}
+	got := run(s, t0, t0.Add(time.Minute), 10*time.Millisecond)
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].at.Sub(got[i-1].at); gap < time.Second/30-time.Microsecond {
+			t.Fatalf("sends %d and %d are %v apart, want at least %v (30/s)", i-1, i, gap, time.Second/30)
 		}
 	}
 }
