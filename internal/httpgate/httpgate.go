@@ -125,7 +125,7 @@ func NewTransport(o Options) *http.Transport {
 			if err != nil {
 				return nil, err
 			}
-			return &gateConn{Conn: c, unread: u}, nil
+			return &gateConn{Conn: c, unread: u, peek: newPeeker(c)}, nil
 		},
 		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          2 * o.MaxIdleConnsPerHost,
@@ -142,6 +142,7 @@ func NewTransport(o Options) *http.Transport {
 type gateConn struct {
 	net.Conn
 	unread *unread
+	peek   peeker
 	gate   atomic.Pointer[func() error]
 	// secure is set when the connection carries TLS: its bytes read are
 	// records, perhaps a session ticket, not yet the answer.

@@ -4,6 +4,10 @@ package httpgate
 
 import "net"
 
-// bytesWaiting reports false where the socket cannot be peeked at: a
-// request then waits only for answers whose bytes were read.
-func bytesWaiting(net.Conn) bool { return false }
+// peeker cannot look at a socket here: a request then waits only for
+// answers whose bytes were read.
+type peeker struct{}
+
+func newPeeker(net.Conn) peeker { return peeker{} }
+
+func (peeker) bytesWaiting() bool { return false }

@@ -9,22 +9,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bytesWaiting reports whether bytes wait to be read on conn's socket,
-// peeking one without taking it. A connection without a descriptor (or one
-// that fails) reports false: the wait it would cause is only an
+// peeker looks at a connection's socket without reading from it. Its raw
+// connection is taken once, when the connection is dialled: a wait peeks
+// at every connection awaiting an answer, for every request written.
+type peeker struct {
+	raw syscall.RawConn
+}
+
+// newPeeker returns conn's peeker. A connection without a descriptor gets
+// one that reports nothing waiting: the wait it would cause is only an
 // improvement, never a condition for correctness.
-func bytesWaiting(conn net.Conn) bool {
+func newPeeker(conn net.Conn) peeker {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
-		return false
+		return peeker{}
 	}
-	rc, err := sc.SyscallConn()
+	raw, err := sc.SyscallConn()
 	if err != nil {
+		return peeker{}
+	}
+	return peeker{raw: raw}
+}
+
+// bytesWaiting reports whether bytes wait to be read on the socket, peeking
+// one without taking it. A closed connection reports false.
+func (p peeker) bytesWaiting() bool {
+	if p.raw == nil {
 		return false
 	}
 	waiting := false
-	var b [1]byte
-	_ = rc.Control(func(fd uintptr) {
+	_ = p.raw.Control(func(fd uintptr) {
+		var b [1]byte
 		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 		waiting = err == nil && n > 0
 	})

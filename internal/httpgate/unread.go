@@ -1,6 +1,7 @@
 package httpgate
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -64,44 +65,75 @@ func (u *unread) remove(c *gateConn) {
 }
 
 // wait returns once no connection but self has an answer on this machine
-// that has not been reported, or after u.max.
+// that has not been reported, or after u.max. It peeks at every connection
+// awaiting an answer with the lock released (a reader reporting an answer
+// takes it), then waits for the ones that had bytes waiting, looking only
+// at them at each report or recheck, and once they are reported looks at
+// every connection again: answers that arrived meanwhile are waited for
+// too. Before, every wakeup peeked at every connection, under the lock.
 func (u *unread) wait(self *gateConn) {
+	var buf [64]*gateConn
 	var deadline time.Time
-	for {
-		u.mu.Lock()
-		pending := false
-		for c := range u.conns {
-			if c != self && c.answerWaiting() {
-				pending = true
-				break
-			}
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
 		}
-		if !pending {
-			u.mu.Unlock()
+	}()
+	for {
+		pending := u.waiting(self, buf[:0])
+		if len(pending) == 0 {
 			return
 		}
-		if u.changed == nil {
-			u.changed = make(chan struct{})
-		}
-		changed := u.changed
-		u.mu.Unlock()
-		now := time.Now()
 		if deadline.IsZero() {
-			deadline = now.Add(u.max)
+			deadline = time.Now().Add(u.max)
 			if u.onWait != nil {
 				u.onWait()
 			}
 		}
-		if !now.Before(deadline) {
-			return
+		for {
+			// The channel first, then the look: a report in between
+			// closes the channel taken.
+			u.mu.Lock()
+			if u.changed == nil {
+				u.changed = make(chan struct{})
+			}
+			changed := u.changed
+			u.mu.Unlock()
+			pending = slices.DeleteFunc(pending, func(c *gateConn) bool {
+				return !c.awaiting.Load() || !c.answerWaiting()
+			})
+			if len(pending) == 0 {
+				break
+			}
+			left := time.Until(deadline)
+			if left <= 0 {
+				return
+			}
+			if t == nil {
+				t = time.NewTimer(min(unreadRecheck, left))
+			} else {
+				t.Reset(min(unreadRecheck, left))
+			}
+			select {
+			case <-changed:
+			case <-t.C:
+			}
 		}
-		t := time.NewTimer(min(unreadRecheck, deadline.Sub(now)))
-		select {
-		case <-changed:
-		case <-t.C:
-		}
-		t.Stop()
 	}
+}
+
+// waiting appends to out the connections but self whose answer is on this
+// machine and not reported, peeking with the lock released.
+func (u *unread) waiting(self *gateConn, out []*gateConn) []*gateConn {
+	u.mu.Lock()
+	for c := range u.conns {
+		if c != self {
+			out = append(out, c)
+		}
+	}
+	u.mu.Unlock()
+	return slices.DeleteFunc(out, func(c *gateConn) bool { return !c.answerWaiting() })
 }
 
 // answerWaiting reports whether c's answer has reached this machine and
@@ -111,5 +143,5 @@ func (c *gateConn) answerWaiting() bool {
 	if c.readAhead.Load() {
 		return true
 	}
-	return bytesWaiting(c.Conn)
+	return c.peek.bytesWaiting()
 }
