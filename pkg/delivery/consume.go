@@ -185,6 +185,7 @@ func (w *Worker) receive(ctx context.Context, m natsjs.Msg) {
 		received: now, progress: now, pinEpoch: w.pinEpoch.Load(), newPin: newPin,
 	}
 	err := w.decode(j, m)
+	w.arrivals.note(j.cseq, j.pinEpoch, newPin)
 	if w.deliveryGap(j.cseq) {
 		w.gapSeen.Store(true) // told by the next arrival to reach the dispatcher
 	}

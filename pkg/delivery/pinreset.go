@@ -68,7 +68,7 @@ func (w *Worker) onPinReset() {
 	now := w.now()
 	ctx, cancel := context.WithTimeout(w.sendCtx, pinDoubtMax)
 	w.doubt = &pinDoubt{epoch: epoch, since: now, stop: cancel}
-	c := w.sched.counts()
+	c := w.sched.counts(w.heldFrom)
 	w.log.Info("the pin was reset (pin ID mismatch): no request until it is known who is pinned", "held", c.held, "in_flight", c.inflight)
 	go w.askWhoIsPinned(ctx, w.doubt)
 }

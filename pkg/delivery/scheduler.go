@@ -822,26 +822,6 @@ func (s *scheduler) recheckSuspects(l *lane, now time.Time) {
 	s.toVerify = append(s.toVerify, holdCheck{recipient: l.key, first: l.parked[0].seq, recheck: true})
 }
 
-// ownInflight counts the messages in flight that the consumer surely
-// counts as unacknowledged by this worker: delivered under its current pin
-// (the job, or a redelivery attached to it, arrived in pin epoch heldFrom
-// or later: Worker.heldFrom), and not being acked or terminated. An attempt
-// begun before the worker lost the pin goes on after it (a request cannot
-// be called back, a send claim is waited for), but its message is no
-// longer this worker's: the consumer may have given it to the worker
-// pinned meanwhile, or that worker may have settled it (bug 56). And an
-// attempt whose ack has gone out is still in flight until the dispatcher
-// reads its result, while the consumer no longer counts its message.
-func (s *scheduler) ownInflight(heldFrom uint64) int {
-	n := 0
-	for _, l := range s.lanes {
-		if j := l.inflight; j != nil && j.deliveredSince(heldFrom) && !j.settling.Load() {
-			n++
-		}
-	}
-	return n
-}
-
 // suspectSeqs returns the stream sequences of the suspects parked under
 // this worker's pin: what its lanes wait for another worker to settle or
 // hand back (suspectcount.go).
@@ -870,13 +850,29 @@ func (s *scheduler) rescheduleAll(now time.Time) {
 // not suspects, which another worker may hold, or may have settled since
 // the check that found them (scheduler.suspect): a takeover counting one
 // settled would hide one of that worker's messages (bug 56).
+//
+// ownInflight are the messages in flight that the consumer surely counts
+// as unacknowledged by this worker: delivered under its current pin (the
+// job, or a redelivery attached to it, arrived in pin epoch heldFrom or
+// later: Worker.heldFrom), and not being acked or terminated. An attempt
+// begun before the worker lost the pin goes on after it (a request cannot
+// be called back, a send claim is waited for), but its message is no
+// longer this worker's: the consumer may have given it to the worker
+// pinned meanwhile, or that worker may have settled it (bug 56). And an
+// attempt whose ack has gone out is still in flight until the dispatcher
+// reads its result, while the consumer no longer counts its message.
 type counts struct {
-	held, parked, ownParked, inflight, lanes int
+	held, parked, ownParked, inflight, ownInflight, lanes int
 }
 
-func (s *scheduler) counts() counts {
+// counts walks the lanes once for every figure: a takeover reads them at
+// each reading of the consumer (every 50 ms), over every lane held.
+func (s *scheduler) counts(heldFrom uint64) counts {
 	c := counts{inflight: s.inflight, lanes: len(s.lanes)}
 	for _, l := range s.lanes {
+		if j := l.inflight; j != nil && j.deliveredSince(heldFrom) && !j.settling.Load() {
+			c.ownInflight++
+		}
 		c.held += len(l.queue)
 		c.parked += len(l.parked)
 		for _, p := range l.parked {

@@ -716,19 +716,19 @@ func TestSchedulerStaleParks(t *testing.T) {
 	}
 	j, _ := s.next(t0)
 	v.apply(s.finish(j, t0, true, retryLater, time.Second)) // lane j parks both its messages
-	if c := s.counts(); c.parked != 2 || c.ownParked != 2 {
+	if c := s.counts(0); c.parked != 2 || c.ownParked != 2 {
 		t.Fatalf("counts %+v after a retry, want 2 parked, both own", c)
 	}
 
 	eff, _ := s.handBackAll(t0)
 	v.apply(eff)
 	s.losePin()
-	if c := s.counts(); c.parked != 2 || c.ownParked != 0 {
+	if c := s.counts(0); c.parked != 2 || c.ownParked != 0 {
 		t.Fatalf("counts %+v after the pin was lost, want 2 parked, none own", c)
 	}
 	s.laneFor("300", t0)
 	v.apply(s.nakFailed(mkJob(21, "300"), t0.Add(time.Second)))
-	if c := s.counts(); c.ownParked != 0 {
+	if c := s.counts(0); c.ownParked != 0 {
 		t.Fatalf("counts %+v: a park without the pin counted as own", c)
 	}
 
@@ -745,7 +745,7 @@ func TestSchedulerStaleParks(t *testing.T) {
 	if len(l.parked) != 2 || l.parked[0].seq != lo || l.parked[0].stale || !l.parked[0].deadline.Equal(deadline) || l.parked[1].seq != lo+5 {
 		t.Fatalf("lane %s parked %+v after its check, want seq %d, own, until the check's deadline, then seq %d", j.lane, l.parked, lo, lo+5)
 	}
-	if c := s.counts(); c.ownParked != 1 || c.parked != 3 {
+	if c := s.counts(0); c.ownParked != 1 || c.parked != 3 {
 		t.Fatalf("counts %+v after the check, want only the new message's park counted as own: not the suspect (another worker may hold it, or settle it any moment: bug 56), nor lane 300's stale park", c)
 	}
 	if sp := s.lanes["300"].parked; len(sp) != 1 || !sp[0].stale {

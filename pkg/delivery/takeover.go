@@ -49,8 +49,11 @@ type ackCount struct {
 	pending  int
 	received uint64
 	gen      uint64
-	// floor and delivered bound what another worker may hold.
-	floor, delivered uint64
+	// floor and delivered bound what another worker may hold, in stream
+	// sequences; floorC and deliveredC are the same bounds in consumer
+	// sequences (arrivalRun).
+	floor, delivered   uint64
+	floorC, deliveredC uint64
 	// last is the stream's last sequence, read from its leader with the
 	// consumer when the dispatcher asked for it (Worker.wantStreamLast);
 	// 0 when not read.
@@ -99,7 +102,8 @@ func (w *Worker) startTakeoverCheck(now time.Time) {
 			qcancel()
 			if err == nil {
 				c := ackCount{pending: info.NumAckPending, received: received, gen: gen,
-					floor: info.AckFloor.Stream, delivered: info.Delivered.Stream}
+					floor: info.AckFloor.Stream, delivered: info.Delivered.Stream,
+					floorC: info.AckFloor.Consumer, deliveredC: info.Delivered.Consumer}
 				if w.wantStreamLast.Load() {
 					c.last = w.streamLast(ctx)
 				}
@@ -191,6 +195,17 @@ func (w *Worker) onTakeoverCheck(c ackCount) {
 	if w.takeoverBounds == nil {
 		w.takeoverBounds = &c
 	}
+	if b := w.takeoverBounds; w.arrivals.covers(b.floorC, b.deliveredC) {
+		// Every delivery the consumer may still count unacknowledged came
+		// to this worker, under its pin: no other worker holds anything,
+		// and no lane needs a check (arrivalRun). Parks stay as they are:
+		// a message this worker handed back comes back to it.
+		w.log.Info("takeover over: every delivery since the consumer's ack floor came to this worker",
+			"ack_floor_consumer", b.floorC, "delivered_consumer", b.deliveredC,
+			"lanes_unchecked", len(w.clearQueue)+w.clearsRunning, "took", w.now().Sub(w.takeoverSince))
+		w.endQuarantine(takeoverDelivered)
+		return
+	}
 	if w.clearWindow == nil {
 		w.clearWindow = &c
 		// What a takeover decides from, so that a recipient's order can be
@@ -254,11 +269,11 @@ func (o ownCount) logValues() []any {
 
 // ownCountSince counts the consumer's unacknowledged messages this worker
 // surely holds, as of reading c: what it holds now, less what arrived since
-// c was taken (scheduler.counts, ownInflight).
+// c was taken (scheduler.counts).
 func (w *Worker) ownCountSince(c ackCount) ownCount {
-	n := w.sched.counts()
+	n := w.sched.counts(w.heldFrom)
 	return ownCount{incoming: len(w.incoming), held: n.held, ownParked: n.ownParked,
-		ownInflight: w.sched.ownInflight(w.heldFrom), arrivedSince: int(w.received.Load() - c.received)}
+		ownInflight: n.ownInflight, arrivedSince: int(w.received.Load() - c.received)}
 }
 
 // startClears starts the checks of the lanes that wait for one, at most
@@ -467,8 +482,9 @@ func (w *Worker) quarantineExpired(now time.Time) bool {
 
 // How a takeover ended, the label of takeover_duration_seconds.
 const (
-	takeoverCounted  = "count"    // every unacknowledged message was this worker's
-	takeoverDeadline = "deadline" // the ack wait and a grace passed
+	takeoverCounted   = "count"      // every unacknowledged message was this worker's
+	takeoverDelivered = "deliveries" // every delivery in the window came to this worker (arrivalRun)
+	takeoverDeadline  = "deadline"   // the ack wait and a grace passed
 )
 
 // endQuarantine ends the takeover, as end says (takeoverCounted,

@@ -232,7 +232,7 @@ func TestTakeoverDoesNotCountAttemptsOfALostPin(t *testing.T) {
 	if ended() {
 		t.Fatal("the takeover ended counting an attempt of the lost pin as the worker's own")
 	}
-	if got := s.ownInflight(w.heldFrom); got != 0 {
+	if got := s.counts(w.heldFrom).ownInflight; got != 0 {
 		t.Fatalf("ownInflight = %d with only an attempt of the lost pin in flight, want 0", got)
 	}
 
@@ -243,7 +243,7 @@ func TestTakeoverDoesNotCountAttemptsOfALostPin(t *testing.T) {
 	if _, isDup := s.arrive(dup, now); !isDup {
 		t.Fatal("the redelivery of the message in flight was not attached to it")
 	}
-	if got := s.ownInflight(w.heldFrom); got != 1 {
+	if got := s.counts(w.heldFrom).ownInflight; got != 1 {
 		t.Fatalf("ownInflight = %d after a redelivery under the new pin, want 1", got)
 	}
 	w.onTakeoverCheck(ackCount{pending: 2, floor: 4, delivered: 9})
@@ -265,7 +265,7 @@ func TestTakeoverDoesNotCountAttemptsBeingAcked(t *testing.T) {
 	w, ended := takeoverUnderTest(s, t0, 4, 9)
 
 	// In flight and not acked: the worker's own.
-	if got := s.ownInflight(w.heldFrom); got != 1 {
+	if got := s.counts(w.heldFrom).ownInflight; got != 1 {
 		t.Fatalf("ownInflight = %d, want 1", got)
 	}
 	// Its ack goes out (Worker.ack) and reaches the server before the
@@ -283,7 +283,7 @@ func TestTakeoverDoesNotCountSuspects(t *testing.T) {
 	s, _ := newTestScheduler(30)
 	w, ended := takeoverUnderTest(s, t0, 2, 9)
 	s.laneCleared("100", []uint64{3}, t0.Add(20*time.Second), t0)
-	if c := s.counts(); c.parked != 1 || c.ownParked != 0 {
+	if c := s.counts(0); c.parked != 1 || c.ownParked != 0 {
 		t.Fatalf("counts %+v with a suspect parked, want it parked and not own", c)
 	}
 	// The other worker acked seq 3; the one message the consumer counts

@@ -183,6 +183,9 @@ type Worker struct {
 	// dispatcher.
 	lastDelivery atomic.Uint64
 	gapSeen      atomic.Bool
+	// arrivals is the run of consumer sequences received without a gap,
+	// under one pin: a takeover whose window lies inside it ends at once.
+	arrivals arrivalRun
 
 	stats statsView
 }
@@ -713,7 +716,7 @@ func (w *Worker) housekeep() {
 		w.log.Warn("parked messages did not come back in time; checking whether they are settled", "recipient", g.recipient, "count", g.count)
 	}
 	w.apply(eff)
-	c := w.sched.counts()
+	c := w.sched.counts(w.heldFrom)
 	w.m.held.Set(float64(c.held))
 	w.m.parked.Set(float64(c.parked))
 	w.m.lanes.Set(float64(c.lanes))
