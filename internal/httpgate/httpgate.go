@@ -117,7 +117,7 @@ func NewTransport(o Options) *http.Transport {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	u := &unread{max: o.UnreadWaitMax, onWait: o.OnUnreadWait}
+	u := &unread{max: o.UnreadWaitMax, onWait: o.OnUnreadWait, ready: newReadySet()}
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -151,6 +151,12 @@ type gateConn struct {
 	// answer; readAhead when, meanwhile, bytes of a plain connection were
 	// read and the answer not reported yet.
 	awaiting, readAhead atomic.Bool
+	// watched is set while the transport's readySet watches the socket;
+	// reported counts the answers whose first byte was reported; noted is
+	// the last of unread's scans that found an answer here. All are
+	// guarded by unread.mu.
+	watched         bool
+	reported, noted uint64
 }
 
 func (c *gateConn) Write(p []byte) (int, error) {

@@ -14,6 +14,9 @@ import (
 // at every connection awaiting an answer, for every request written.
 type peeker struct {
 	raw syscall.RawConn
+	// fd is the socket's descriptor, -1 if unknown: it names the
+	// connection in a readySet's answers while the connection is open.
+	fd int
 }
 
 // newPeeker returns conn's peeker. A connection without a descriptor gets
@@ -22,13 +25,15 @@ type peeker struct {
 func newPeeker(conn net.Conn) peeker {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
-		return peeker{}
+		return peeker{fd: -1}
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return peeker{}
+		return peeker{fd: -1}
 	}
-	return peeker{raw: raw}
+	p := peeker{raw: raw, fd: -1}
+	_ = raw.Control(func(fd uintptr) { p.fd = int(fd) })
+	return p
 }
 
 // bytesWaiting reports whether bytes wait to be read on the socket, peeking

@@ -1,6 +1,7 @@
 package httpgate
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -15,38 +16,62 @@ import (
 // worker).
 //
 // So a transport made by [NewTransport] keeps the connections whose request
-// has been written and whose answer's first byte has not been reported yet,
-// and a gated request, before its check runs, waits while any of them has
-// bytes waiting in the kernel (or, on a plain connection, already read and
-// not reported): their answer notices run first, and the engine's own wait
-// for answers begun (pkg/delivery, answers.go) then sees a 429 among them.
-// The wait is normally nothing (one peeking recv per connection awaiting
-// an answer) and never longer than Options.UnreadWaitMax.
+// has been written and whose answer's first byte has not been reported yet.
+// A gated request, before its check runs, notes which of them have their
+// answer on this machine (bytes waiting in the kernel or, on a plain
+// connection, already read and not reported) and waits until each of those
+// answers is reported: their answer notices run first, and the engine's own
+// wait for answers begun (pkg/delivery, answers.go) then sees a 429 among
+// them. Answers that arrive during the wait arrived after the check began,
+// like any answer arriving while the check runs: they do not prolong it.
+// Noting the answers takes one epoll_wait over the sockets awaiting an
+// answer (ready_linux.go; one peeking recv per connection where epoll is
+// missing), and the wait is never longer than Options.UnreadWaitMax.
 type unread struct {
 	max    time.Duration
 	onWait func()
+	// ready watches the sockets of conns; nil where it cannot, and then
+	// every connection is peeked at.
+	ready *readySet
 
 	mu    sync.Mutex
 	conns map[*gateConn]struct{}
+	// byFD names the connections ready watches by their descriptors.
+	byFD map[int]*gateConn
 	// changed is closed when a connection leaves conns; nil when nobody
 	// waits.
 	changed chan struct{}
+	// arrived collects a scan's connections, and scans numbers the scans
+	// (gateConn.noted); used under mu.
+	arrived []arrival
+	scans   uint64
 }
 
-// unreadRecheck is how often a waiting request looks at the kernel's
-// buffers again when no answer was reported meanwhile.
-const unreadRecheck = 200 * time.Microsecond
+// arrival is a connection whose answer was on this machine when a request
+// looked, and how many answers it had reported then.
+type arrival struct {
+	c        *gateConn
+	reported uint64
+}
 
 // add records that c's request is written and its answer awaited.
 func (u *unread) add(c *gateConn) {
 	c.awaiting.Store(true)
 	c.readAhead.Store(false)
 	u.mu.Lock()
+	defer u.mu.Unlock()
 	if u.conns == nil {
 		u.conns = make(map[*gateConn]struct{})
+		u.byFD = make(map[int]*gateConn)
 	}
 	u.conns[c] = struct{}{}
-	u.mu.Unlock()
+	// Watched under the lock, like unwatched in remove: the next request on
+	// the same connection cannot be watched before the last one's answer is
+	// unwatched.
+	c.watched = u.ready != nil && c.peek.fd >= 0 && u.ready.watch(c.peek)
+	if c.watched {
+		u.byFD[c.peek.fd] = c
+	}
 }
 
 // remove forgets c: its answer was reported, or its request is over.
@@ -55,74 +80,102 @@ func (u *unread) remove(c *gateConn) {
 		return
 	}
 	u.mu.Lock()
+	defer u.mu.Unlock()
 	delete(u.conns, c)
+	c.reported++
+	if c.watched {
+		c.watched = false
+		u.ready.unwatch(c.peek)
+		if u.byFD[c.peek.fd] == c {
+			delete(u.byFD, c.peek.fd)
+		}
+	}
 	if u.changed != nil {
 		close(u.changed)
 		u.changed = nil
 	}
-	u.mu.Unlock()
 }
 
-// wait returns once no connection but self has an answer on this machine
-// that has not been reported, or after u.max. It peeks under the lock, so
-// that requests about to be written take turns at it: peeking without it
-// let every sender peek at every connection at once, and the worker's
-// ceiling (row 5 of BENCHMARKS.md) fell from about 3,800 to 2,200 msg/s
-// side by side.
+// wait returns once every connection but self whose answer was on this
+// machine when it was called has reported it, or after u.max. The answers
+// are looked for under the lock, once per request.
 func (u *unread) wait(self *gateConn) {
-	var deadline time.Time
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
+	u.mu.Lock()
+	arrived := u.arrivedLocked(self)
+	if len(arrived) == 0 {
+		u.mu.Unlock()
+		return
+	}
+	if u.onWait != nil {
+		u.onWait()
+	}
+	t := time.NewTimer(u.max)
+	defer t.Stop()
 	for {
-		u.mu.Lock()
-		pending := false
-		for c := range u.conns {
-			if c != self && c.answerWaiting() {
-				pending = true
-				break
-			}
-		}
-		if !pending {
-			u.mu.Unlock()
-			return
-		}
 		if u.changed == nil {
 			u.changed = make(chan struct{})
 		}
 		changed := u.changed
 		u.mu.Unlock()
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(u.max)
-			if u.onWait != nil {
-				u.onWait()
-			}
-		}
-		if !now.Before(deadline) {
-			return
-		}
-		if t == nil {
-			t = time.NewTimer(min(unreadRecheck, deadline.Sub(now)))
-		} else {
-			t.Reset(min(unreadRecheck, deadline.Sub(now)))
-		}
 		select {
 		case <-changed:
 		case <-t.C:
+			return
+		}
+		u.mu.Lock()
+		arrived = slices.DeleteFunc(arrived, func(a arrival) bool { return a.c.reported != a.reported })
+		if len(arrived) == 0 {
+			u.mu.Unlock()
+			return
 		}
 	}
 }
 
-// answerWaiting reports whether c's answer has reached this machine and
-// its first byte has not been reported: bytes wait in the kernel, or (on a
-// plain connection, where every byte read is the answer's) were read.
-func (c *gateConn) answerWaiting() bool {
-	if c.readAhead.Load() {
-		return true
+// arrivedLocked returns the connections but self that have an answer on
+// this machine whose first byte has not been reported: bytes wait in the
+// kernel, or (on a plain connection, where every byte read is the answer's)
+// were read. A socket the peer closed with nothing waiting has no answer.
+// Called with u.mu held; the result is the caller's.
+func (u *unread) arrivedLocked(self *gateConn) []arrival {
+	u.arrived = u.arrived[:0]
+	u.scans++
+	note := func(c *gateConn) {
+		if c != self && c.noted != u.scans {
+			c.noted = u.scans
+			u.arrived = append(u.arrived, arrival{c: c, reported: c.reported})
+		}
 	}
-	return c.peek.bytesWaiting()
+	// watched counts self too: its socket, in the set, may be ready and
+	// take a place among the events.
+	watched := 0
+	for c := range u.conns {
+		switch {
+		case c.readAhead.Load():
+			note(c)
+		case c.watched:
+		case c.peek.bytesWaiting():
+			note(c)
+		}
+		if c.watched {
+			watched++
+		}
+	}
+	if watched > 0 {
+		complete := u.ready.scan(watched, func(fd int, ended bool) {
+			if c := u.byFD[fd]; c != nil && (!ended || c.readAhead.Load() || c.peek.bytesWaiting()) {
+				note(c)
+			}
+		})
+		if !complete {
+			for c := range u.conns {
+				if c.watched && (c.readAhead.Load() || c.peek.bytesWaiting()) {
+					note(c)
+				}
+			}
+		}
+	}
+	if len(u.arrived) == 0 {
+		return nil
+	}
+	return slices.Clone(u.arrived)
 }
