@@ -92,6 +92,19 @@ func (n Notification) MarshalPayload() ([]byte, error) {
 	return b, nil
 }
 
+// decodeStream decodes one JSON value of b into p with a Decoder, and
+// refuses what follows it.
+func decodeStream(b []byte, p *payload) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(p); err != nil {
+		return invalid("payload", "malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return invalid("payload", "trailing data after the JSON object")
+	}
+	return nil
+}
+
 // DecodePayload parses and validates a payload written by MarshalPayload.
 // Malformed, oversized or invalid payloads return an error matching
 // [ErrInvalid]; a payload from a newer producer returns a [*VersionError]
@@ -105,12 +118,15 @@ func DecodePayload(b []byte) (Notification, error) {
 	}
 	var n Notification
 	p := payload{Notification: &n}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&p); err != nil {
-		return Notification{}, invalid("payload", "malformed JSON: %v", err)
-	}
-	if dec.More() {
-		return Notification{}, invalid("payload", "trailing data after the JSON object")
+	if json.Unmarshal(b, &p) != nil {
+		// Decoded again as a stream, for the error's words (trailing data
+		// told from malformed JSON); a payload json.Unmarshal takes decodes
+		// the same either way, without a Decoder and its buffer.
+		n = Notification{}
+		p = payload{Notification: &n}
+		if err := decodeStream(b, &p); err != nil {
+			return Notification{}, err
+		}
 	}
 	switch {
 	case p.V == 0:

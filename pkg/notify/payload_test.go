@@ -314,3 +314,18 @@ func TestPayloadVersionScheduled(t *testing.T) {
 		t.Fatalf("without not_before encoded as %s, want version 1", b)
 	}
 }
+
+// BenchmarkDecodePayload decodes the payload of a notification with
+// buttons, as a worker does for every message it receives.
+func BenchmarkDecodePayload(b *testing.B) {
+	p, err := richNotification().MarshalPayload()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := notify.DecodePayload(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
