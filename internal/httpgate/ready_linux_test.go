@@ -141,10 +141,11 @@ func TestArrivedNotesEveryAnswerAndNoEndedConnection(t *testing.T) {
 	}
 }
 
-// A request waits for the answers on this machine when it looked, not for
-// answers that arrive while it waits: under a steady flow of answers the
-// wait would otherwise last until UnreadWaitMax every time.
-func TestWaitEndsWhenTheAnswersNotedAreReported(t *testing.T) {
+// A request waits for the answers it found, then looks again before its
+// check runs, and waits for the answers that arrived meanwhile: a 429
+// among them must stop it (bug 33). It looks again once per round of
+// answers, not at every answer reported.
+func TestWaitLooksAgainOnceTheAnswersFoundAreReported(t *testing.T) {
 	waits := make(chan struct{}, 1)
 	u := &unread{max: time.Hour, ready: newReadySet(), onWait: func() { waits <- struct{}{} }}
 	conns, peers := watchedPairs(t, u, 2)
@@ -156,13 +157,30 @@ func TestWaitEndsWhenTheAnswersNotedAreReported(t *testing.T) {
 	}()
 	within(t, waits, "the wait to begin")
 	answer(t, conns[1], peers[1])
+	u.mu.Lock()
+	looks := u.scans
+	u.mu.Unlock()
+	u.remove(conns[0])
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		u.mu.Lock()
+		again := u.scans > looks
+		u.mu.Unlock()
+		if again {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wait never looked again after the answer it found was reported")
+		}
+		time.Sleep(time.Millisecond) // polling the waiter's state, which nothing signals
+	}
 	select {
 	case <-done:
-		t.Fatal("the wait ended before the answer it noted was reported")
+		t.Fatal("the wait ended with an answer that arrived during it still unreported")
 	default:
 	}
-	u.remove(conns[0])
-	within(t, done, "the wait to end once the answer it noted was reported")
+	u.remove(conns[1])
+	within(t, done, "the wait to end once every answer found is reported")
 }
 
 func within[T any](t *testing.T, ch <-chan T, what string) {

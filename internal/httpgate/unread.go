@@ -17,16 +17,15 @@ import (
 //
 // So a transport made by [NewTransport] keeps the connections whose request
 // has been written and whose answer's first byte has not been reported yet.
-// A gated request, before its check runs, notes which of them have their
-// answer on this machine (bytes waiting in the kernel or, on a plain
-// connection, already read and not reported) and waits until each of those
-// answers is reported: their answer notices run first, and the engine's own
-// wait for answers begun (pkg/delivery, answers.go) then sees a 429 among
-// them. Answers that arrive during the wait arrived after the check began,
-// like any answer arriving while the check runs: they do not prolong it.
-// Noting the answers takes one epoll_wait over the sockets awaiting an
-// answer (ready_linux.go; one peeking recv per connection where epoll is
-// missing), and the wait is never longer than Options.UnreadWaitMax.
+// A gated request, before its check runs, looks for those whose answer is on
+// this machine (bytes waiting in the kernel or, on a plain connection,
+// already read and not reported), waits until each answer it found is
+// reported, and looks again, until a look finds none: their answer notices
+// run first, and the engine's own wait for answers begun (pkg/delivery,
+// answers.go) then sees a 429 among them. A look is one epoll_wait over the
+// sockets awaiting an answer (ready_linux.go; one peeking recv per
+// connection where epoll is missing), and the wait is never longer than
+// Options.UnreadWaitMax.
 type unread struct {
 	max    time.Duration
 	onWait func()
@@ -96,37 +95,45 @@ func (u *unread) remove(c *gateConn) {
 	}
 }
 
-// wait returns once every connection but self whose answer was on this
-// machine when it was called has reported it, or after u.max. The answers
-// are looked for under the lock, once per request.
+// wait returns once a look finds no connection but self with an answer on
+// this machine that has not been reported, or after u.max. A look notes the
+// answers it finds and waits until each of them is reported, then looks
+// again: the request's check runs right after a look that found nothing, as
+// bug 33 needs, yet it looks once per round of answers, not once per answer
+// reported anywhere. Looks run under the lock.
 func (u *unread) wait(self *gateConn) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	u.mu.Lock()
-	arrived := u.arrivedLocked(self)
-	if len(arrived) == 0 {
-		u.mu.Unlock()
-		return
-	}
-	if u.onWait != nil {
-		u.onWait()
-	}
-	t := time.NewTimer(u.max)
-	defer t.Stop()
 	for {
-		if u.changed == nil {
-			u.changed = make(chan struct{})
-		}
-		changed := u.changed
-		u.mu.Unlock()
-		select {
-		case <-changed:
-		case <-t.C:
-			return
-		}
-		u.mu.Lock()
-		arrived = slices.DeleteFunc(arrived, func(a arrival) bool { return a.c.reported != a.reported })
+		arrived := u.arrivedLocked(self)
 		if len(arrived) == 0 {
 			u.mu.Unlock()
 			return
+		}
+		if t == nil {
+			if u.onWait != nil {
+				u.onWait()
+			}
+			t = time.NewTimer(u.max)
+		}
+		for len(arrived) > 0 {
+			if u.changed == nil {
+				u.changed = make(chan struct{})
+			}
+			changed := u.changed
+			u.mu.Unlock()
+			select {
+			case <-changed:
+			case <-t.C:
+				return
+			}
+			u.mu.Lock()
+			arrived = slices.DeleteFunc(arrived, func(a arrival) bool { return a.c.reported != a.reported })
 		}
 	}
 }
