@@ -183,6 +183,28 @@ func TestWaitLooksAgainOnceTheAnswersFoundAreReported(t *testing.T) {
 	within(t, done, "the wait to end once every answer found is reported")
 }
 
+// Over TLS the bytes a request found may be a session ticket, which the
+// reader takes with no answer to report: once they are gone from the
+// socket, the request waits for that connection no longer.
+func TestWaitForgetsBytesTakenWithoutAnAnswer(t *testing.T) {
+	waits := make(chan struct{}, 1)
+	u := &unread{max: time.Hour, ready: newReadySet(), onWait: func() { waits <- struct{}{} }}
+	conns, peers := watchedPairs(t, u, 1)
+	conns[0].secure.Store(true)
+	answer(t, conns[0], peers[0])
+	done := make(chan struct{})
+	go func() {
+		u.wait(nil)
+		close(done)
+	}()
+	within(t, waits, "the wait to begin")
+	buf := make([]byte, 64)
+	if _, err := conns[0].Conn.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	within(t, done, "the wait to end once the bytes it found were taken")
+}
+
 func within[T any](t *testing.T, ch <-chan T, what string) {
 	t.Helper()
 	select {

@@ -103,9 +103,11 @@ func (u *unread) remove(c *gateConn) {
 // reported anywhere. Looks run under the lock.
 func (u *unread) wait(self *gateConn) {
 	var t *time.Timer
+	var recheck *time.Ticker
 	defer func() {
 		if t != nil {
 			t.Stop()
+			recheck.Stop()
 		}
 	}()
 	u.mu.Lock()
@@ -120,6 +122,7 @@ func (u *unread) wait(self *gateConn) {
 				u.onWait()
 			}
 			t = time.NewTimer(u.max)
+			recheck = time.NewTicker(unreadRecheck)
 		}
 		for len(arrived) > 0 {
 			if u.changed == nil {
@@ -127,16 +130,29 @@ func (u *unread) wait(self *gateConn) {
 			}
 			changed := u.changed
 			u.mu.Unlock()
+			peek := false
 			select {
 			case <-changed:
+			case <-recheck.C:
+				peek = true
 			case <-t.C:
 				return
 			}
 			u.mu.Lock()
-			arrived = slices.DeleteFunc(arrived, func(a arrival) bool { return a.c.reported != a.reported })
+			arrived = slices.DeleteFunc(arrived, func(a arrival) bool {
+				return a.c.reported != a.reported || peek && !a.c.readAhead.Load() && !a.c.peek.bytesWaiting()
+			})
 		}
 	}
 }
+
+// unreadRecheck is how often a waiting request peeks again at the
+// connections it waits for. Over TLS the bytes it found may be a session
+// ticket, which the reader takes without an answer to report: once they are
+// gone from the socket the connection is waited for no longer. (On a plain
+// connection every byte read while an answer is awaited is the answer's:
+// readAhead keeps it waited for until the answer is reported.)
+const unreadRecheck = 200 * time.Microsecond
 
 // arrivedLocked returns the connections but self that have an answer on
 // this machine whose first byte has not been reported: bytes wait in the
