@@ -152,11 +152,12 @@ type gateConn struct {
 	// read and the answer not reported yet.
 	awaiting, readAhead atomic.Bool
 	// watched is set while the transport's readySet watches the socket;
-	// reported counts the answers whose first byte was reported; noted is
-	// the last of unread's scans that found an answer here. All are
-	// guarded by unread.mu.
-	watched         bool
-	reported, noted uint64
+	// reported counts the answers whose first byte was reported; taken
+	// the reads of a TLS connection that took bytes while an answer was
+	// awaited; noted is the last of unread's scans that found an answer
+	// here. All are guarded by unread.mu.
+	watched                bool
+	reported, taken, noted uint64
 }
 
 func (c *gateConn) Write(p []byte) (int, error) {
@@ -172,8 +173,12 @@ func (c *gateConn) Write(p []byte) (int, error) {
 
 func (c *gateConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.awaiting.Load() && !c.secure.Load() {
-		c.readAhead.Store(true)
+	if n > 0 && c.awaiting.Load() {
+		if c.secure.Load() {
+			c.unread.took(c)
+		} else {
+			c.readAhead.Store(true)
+		}
 	}
 	return n, err
 }

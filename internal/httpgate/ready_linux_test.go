@@ -199,7 +199,7 @@ func TestWaitForgetsBytesTakenWithoutAnAnswer(t *testing.T) {
 	}()
 	within(t, waits, "the wait to begin")
 	buf := make([]byte, 64)
-	if _, err := conns[0].Conn.Read(buf); err != nil {
+	if _, err := conns[0].Read(buf); err != nil {
 		t.Fatal(err)
 	}
 	within(t, done, "the wait to end once the bytes it found were taken")

@@ -47,10 +47,11 @@ type unread struct {
 }
 
 // arrival is a connection whose answer was on this machine when a request
-// looked, and how many answers it had reported then.
+// looked, and how many answers it had reported, and how many reads of a
+// TLS connection had taken bytes, then.
 type arrival struct {
-	c        *gateConn
-	reported uint64
+	c               *gateConn
+	reported, taken uint64
 }
 
 // add records that c's request is written and its answer awaited.
@@ -95,6 +96,23 @@ func (u *unread) remove(c *gateConn) {
 	}
 }
 
+// took records that the reader took bytes from c, a TLS connection
+// awaiting an answer, and wakes the waiting requests. The bytes a look found
+// there may have been a session ticket, which the reader takes with no
+// answer to report: a request waiting for c peeks at it again, and waits
+// for it no longer once nothing is left in the socket. (On a plain
+// connection every byte read while an answer is awaited is the answer's:
+// readAhead keeps the connection waited for until its answer is reported.)
+func (u *unread) took(c *gateConn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	c.taken++
+	if u.changed != nil {
+		close(u.changed)
+		u.changed = nil
+	}
+}
+
 // wait returns once a look finds no connection but self with an answer on
 // this machine that has not been reported, or after u.max. A look notes the
 // answers it finds and waits until each of them is reported, then looks
@@ -103,11 +121,9 @@ func (u *unread) remove(c *gateConn) {
 // reported anywhere. Looks run under the lock.
 func (u *unread) wait(self *gateConn) {
 	var t *time.Timer
-	var recheck *time.Ticker
 	defer func() {
 		if t != nil {
 			t.Stop()
-			recheck.Stop()
 		}
 	}()
 	u.mu.Lock()
@@ -122,7 +138,6 @@ func (u *unread) wait(self *gateConn) {
 				u.onWait()
 			}
 			t = time.NewTimer(u.max)
-			recheck = time.NewTicker(unreadRecheck)
 		}
 		for len(arrived) > 0 {
 			if u.changed == nil {
@@ -130,29 +145,21 @@ func (u *unread) wait(self *gateConn) {
 			}
 			changed := u.changed
 			u.mu.Unlock()
-			peek := false
 			select {
 			case <-changed:
-			case <-recheck.C:
-				peek = true
 			case <-t.C:
 				return
 			}
 			u.mu.Lock()
 			arrived = slices.DeleteFunc(arrived, func(a arrival) bool {
-				return a.c.reported != a.reported || peek && !a.c.readAhead.Load() && !a.c.peek.bytesWaiting()
+				return a.c.reported != a.reported || a.c.taken != a.taken && !a.c.peek.bytesWaiting()
 			})
+			for i := range arrived {
+				arrived[i].taken = arrived[i].c.taken
+			}
 		}
 	}
 }
-
-// unreadRecheck is how often a waiting request peeks again at the
-// connections it waits for. Over TLS the bytes it found may be a session
-// ticket, which the reader takes without an answer to report: once they are
-// gone from the socket the connection is waited for no longer. (On a plain
-// connection every byte read while an answer is awaited is the answer's:
-// readAhead keeps it waited for until the answer is reported.)
-const unreadRecheck = 200 * time.Microsecond
 
 // arrivedLocked returns the connections but self that have an answer on
 // this machine whose first byte has not been reported: bytes wait in the
@@ -165,7 +172,7 @@ func (u *unread) arrivedLocked(self *gateConn) []arrival {
 	note := func(c *gateConn) {
 		if c != self && c.noted != u.scans {
 			c.noted = u.scans
-			u.arrived = append(u.arrived, arrival{c: c, reported: c.reported})
+			u.arrived = append(u.arrived, arrival{c: c, reported: c.reported, taken: c.taken})
 		}
 	}
 	// watched counts self too: its socket, in the set, may be ready and
