@@ -133,10 +133,8 @@ func (u *unread) wait(self *gateConn) {
 			u.mu.Unlock()
 			return
 		}
-		if t == nil {
-			if u.onWait != nil {
-				u.onWait()
-			}
+		began := t == nil
+		if began {
 			t = time.NewTimer(u.max)
 		}
 		for len(arrived) > 0 {
@@ -145,6 +143,10 @@ func (u *unread) wait(self *gateConn) {
 			}
 			changed := u.changed
 			u.mu.Unlock()
+			if began && u.onWait != nil {
+				u.onWait() // outside the lock: it is the caller's code
+			}
+			began = false
 			select {
 			case <-changed:
 			case <-t.C:
