@@ -337,6 +337,7 @@ func (s *Service) enqueue(ctx context.Context, tx *sql.Tx, o Order, event string
 			return fmt.Errorf("placing order %s: %w", o.ID, err)
 		}
 	}
+	route := n.Route
 	if len(n.Route) == 1 && n.Route[0] == notify.ChannelTelegram {
 		n.Route = nil // written as payload version 1, which every worker reads
 	}
@@ -344,7 +345,9 @@ func (s *Service) enqueue(ctx context.Context, tx *sql.Tx, o Order, event string
 	if s.orderURL != "" {
 		page = s.orderURL + "/" + url.PathEscape(o.ID)
 	}
-	m, err := s.templates.Render(event, o.Locale, newMessageData(o, page))
+	// Only the bodies of the route's channels: the email's HTML alone
+	// costs more than the rest of the message.
+	m, err := s.templates.Render(event, o.Locale, newMessageData(o, page), route...)
 	if err != nil {
 		return fmt.Errorf("rendering the %s notification of order %s: %w", event, o.ID, err)
 	}

@@ -289,7 +289,8 @@ func (r *Registry) lookup(event, locale string) (*set, string, bool) {
 	return nil, "", false
 }
 
-// Message is an event rendered for every channel that has a template.
+// Message is an event rendered for every channel that has a template (of
+// those [Registry.Render] was asked for).
 type Message struct {
 	// Event is the event rendered; Locale the locale whose templates were
 	// used (the wanted one, its base language, or the fallback).
@@ -313,12 +314,22 @@ type Message struct {
 // data. An event without templates in any of them is an [*Error] matching
 // ErrNotFound; a template that fails to execute, or a Telegram text that
 // renders empty, one matching ErrRender, naming the part.
-func (r *Registry) Render(event, locale string, data any) (*Message, error) {
+//
+// channels, when given, are the only channels whose bodies are rendered:
+// pass the notification's route, since [Message.Apply] drops the bodies of
+// the channels off it. Telegram's text, the buttons and the photo are
+// always rendered (the other channels convert Telegram's text when they
+// have no template); MAX's body only with [notify.ChannelMax] among them,
+// the subject and the email only with [notify.ChannelEmail], the SMS only
+// with [notify.ChannelSMS]. Without channels every template is rendered.
+// A template left out is not executed, so it cannot fail the render.
+func (r *Registry) Render(event, locale string, data any, channels ...notify.Channel) (*Message, error) {
 	s, used, ok := r.lookup(event, locale)
 	if !ok {
 		return nil, &Error{Kind: ErrNotFound, Event: event, Locale: locale,
 			Err: fmt.Errorf("none in %q, its base language or the fallback %q", locale, r.fallback)}
 	}
+	wants := func(c notify.Channel) bool { return len(channels) == 0 || slices.Contains(channels, c) }
 	m := &Message{Event: event, Locale: used}
 	var buf bytes.Buffer
 	var err error
@@ -337,16 +348,19 @@ func (r *Registry) Render(event, locale string, data any) (*Message, error) {
 	if err == nil && strings.TrimSpace(m.Text) == "" {
 		err = &Error{Kind: ErrRender, Event: event, Locale: used, Part: "telegram", Err: errors.New("rendered an empty text")}
 	}
-	if t := exec("max", s.max); s.max != nil {
-		m.Max = &notify.MaxBody{Text: t, Format: notify.MaxFormatHTML}
+	if s.max != nil && wants(notify.ChannelMax) {
+		m.Max = &notify.MaxBody{Text: exec("max", s.max), Format: notify.MaxFormatHTML}
 	}
-	if h, t := exec("email_html", s.emailHTML), exec("email_text", s.emailText); s.emailHTML != nil {
-		m.Email = &notify.EmailBody{HTML: h, Text: t}
+	if wants(notify.ChannelEmail) {
+		if s.emailHTML != nil {
+			h, t := exec("email_html", s.emailHTML), exec("email_text", s.emailText)
+			m.Email = &notify.EmailBody{HTML: h, Text: t}
+		}
+		m.Subject = oneLine(exec("subject", s.subject))
 	}
-	if t := exec("sms", s.sms); s.sms != nil {
-		m.SMS = &notify.SMSBody{Text: t}
+	if s.sms != nil && wants(notify.ChannelSMS) {
+		m.SMS = &notify.SMSBody{Text: exec("sms", s.sms)}
 	}
-	m.Subject = oneLine(exec("subject", s.subject))
 	m.Photo = strings.TrimSpace(exec("photo", s.photo))
 	for i, row := range s.buttons {
 		var out []notify.Button

@@ -3,6 +3,8 @@ package template_test
 import (
 	"errors"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +264,58 @@ func TestApply(t *testing.T) {
 	b, err := n.MarshalPayload()
 	if err != nil || !strings.HasPrefix(string(b), `{"v":1,`) {
 		t.Fatalf("a Telegram-only notification from templates encoded as %s (%v), want version 1", b, err)
+	}
+}
+
+// Rendered for a route, a message applies to a notification on that route
+// exactly as one rendered for every channel does, and a template of a
+// channel off the route is not executed: here the email's, which would fail.
+func TestRenderForARoute(t *testing.T) {
+	r := registry(t)
+	data := order{ID: "A1", Customer: "Ann", URL: "https://shop.example/o/A1"}
+	all, err := r.Render("shipped", "en", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, route := range [][]notify.Channel{
+		{notify.ChannelTelegram},
+		{notify.ChannelTelegram, notify.ChannelMax},
+		{notify.ChannelTelegram, notify.ChannelEmail},
+		{notify.ChannelTelegram, notify.ChannelSMS},
+		{notify.ChannelMax, notify.ChannelEmail, notify.ChannelSMS},
+		{notify.ChannelEmail},
+	} {
+		m, err := r.Render("shipped", "en", data, route...)
+		if err != nil {
+			t.Fatalf("Render for %v: %v", route, err)
+		}
+		base := notify.Notification{Key: "order:A1:shipped", ChatID: 1, MaxUserID: 2, Email: "ann@example.com", Phone: "+79991234567", Route: route}
+		want, got := base, base
+		all.Apply(&want)
+		m.Apply(&got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("route %v: applied\n%+v\nwant\n%+v", route, got, want)
+		}
+		for c, rendered := range map[notify.Channel]bool{
+			notify.ChannelMax: m.Max != nil, notify.ChannelEmail: m.Email != nil || m.Subject != "", notify.ChannelSMS: m.SMS != nil,
+		} {
+			if rendered != slices.Contains(route, c) {
+				t.Errorf("route %v: %s rendered = %v", route, c, rendered)
+			}
+		}
+	}
+
+	r = template.New("en", template.WithFuncs(map[string]any{
+		"fail": func() (string, error) { return "", errors.New("no such price") },
+	}))
+	if err := r.Add("e", "en", template.Source{Telegram: "ok", SMS: "sms", EmailHTML: "<p>{{fail}}</p>", EmailText: "x", Subject: "{{fail}}"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Render("e", "en", order{}, notify.ChannelTelegram, notify.ChannelSMS)
+	if err != nil || m.Text != "ok" || m.SMS == nil || m.SMS.Text != "sms" || m.Email != nil {
+		t.Fatalf("Render for telegram and sms = %+v, %v; want the text and the SMS, no email", m, err)
+	}
+	if _, err := r.Render("e", "en", order{}, notify.ChannelEmail); !errors.Is(err, template.ErrRender) {
+		t.Fatalf("Render for email = %v, want ErrRender", err)
 	}
 }
