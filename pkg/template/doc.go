@@ -31,6 +31,7 @@
 // time. [Message.Apply] puts the result into a notification: Telegram's
 // text with parse mode HTML, and the other channels' bodies for the
 // channels on its route only (a channel without a body converts Telegram's
-// text). notify's validation then checks every limit when the notification
-// is enqueued.
+// text). Pass the route to Render too, and it executes only the templates
+// Apply keeps. notify's validation then checks every limit when the
+// notification is enqueued.
 package template
