@@ -46,6 +46,9 @@ func TestSmoke(t *testing.T) {
 		if f := r.Runs[0]; math.IsNaN(f.Ours) || math.IsNaN(f.Reference) {
 			t.Errorf("scenario %s produced no figure: ours %v, reference %v", r.ID, f.Ours, f.Reference)
 		}
+		if f := r.Runs[0]; len(f.Extra) != len(r.ExtraColumns) {
+			t.Errorf("scenario %s: %d extra figures %q for the %d columns %q", r.ID, len(f.Extra), f.Extra, len(r.ExtraColumns), r.ExtraColumns)
+		}
 	}
 	if strings.Join(got, " ") != strings.Join(wantIDs, " ") {
 		t.Errorf("scenarios %v, want %v", got, wantIDs)
