@@ -46,7 +46,7 @@ func (r *runner) endToEnd(ctx context.Context) []*Result {
 		ID: "8b", Title: fmt.Sprintf("End to end at the paid-broadcast rate: commit → delivery, %s", syncAlways),
 		Ours: "p99 commit → sendMessage", Reference: "the goal",
 		Unit: "ms", RefUnit: "ms",
-		Goal:         Goal{Text: fmt.Sprintf("p99 ≤ %d ms", endToEndP99Goal.Milliseconds()), AtMost: true, Limit: 1},
+		Goal: Goal{Text: fmt.Sprintf("p99 ≤ %d ms", endToEndP99Goal.Milliseconds()), AtMost: true, Limit: 1},
 		ExtraColumns: []string{"p50 (ms)", "max (ms)",
 			"commit → stored p50 (ms)", "commit → stored p99 (ms)", "stored → sent p50 (ms)", "stored → sent p99 (ms)"},
 		Method: method + " Each run then reads every order's notification back from NOTIFY for the instant the " +
