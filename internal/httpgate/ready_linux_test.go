@@ -150,12 +150,7 @@ func TestWaitLooksAgainOnceTheAnswersFoundAreReported(t *testing.T) {
 	u := &unread{max: time.Hour, ready: newReadySet(), onWait: func() { waits <- struct{}{} }}
 	conns, peers := watchedPairs(t, u, 2)
 	answer(t, conns[0], peers[0])
-	done := make(chan struct{})
-	go func() {
-		u.wait(nil)
-		close(done)
-	}()
-	within(t, waits, "the wait to begin")
+	done := startWait(t, u, waits)
 	answer(t, conns[1], peers[1])
 	u.mu.Lock()
 	looks := u.scans
@@ -192,17 +187,25 @@ func TestWaitForgetsBytesTakenWithoutAnAnswer(t *testing.T) {
 	conns, peers := watchedPairs(t, u, 1)
 	conns[0].secure.Store(true)
 	answer(t, conns[0], peers[0])
+	done := startWait(t, u, waits)
+	buf := make([]byte, 64)
+	if _, err := conns[0].Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	within(t, done, "the wait to end once the bytes it found were taken")
+}
+
+// startWait runs u.wait for a request on no connection and returns once
+// it waits (u's onWait sent on waits); the channel closes when it ends.
+func startWait(t *testing.T, u *unread, waits <-chan struct{}) <-chan struct{} {
+	t.Helper()
 	done := make(chan struct{})
 	go func() {
 		u.wait(nil)
 		close(done)
 	}()
 	within(t, waits, "the wait to begin")
-	buf := make([]byte, 64)
-	if _, err := conns[0].Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	within(t, done, "the wait to end once the bytes it found were taken")
+	return done
 }
 
 func within[T any](t *testing.T, ch <-chan T, what string) {
