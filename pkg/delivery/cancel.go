@@ -275,8 +275,9 @@ func (s *store) claimMsg(key, target string, seq, last uint64) (*nats.Msg, error
 
 // claimValue is the value of a send claim.
 func (s *store) claimValue(key, target string, seq uint64) ([]byte, error) {
-	return json.Marshal(DeliveryRecord{Key: key, Channel: s.channel, Recipient: target, State: StateSending, StreamSeq: seq,
-		ClaimedAt: s.now().UTC(), ClaimedBy: s.worker})
+	r := DeliveryRecord{Key: key, Channel: s.channel, Recipient: target, State: StateSending, StreamSeq: seq,
+		ClaimedAt: s.now().UTC(), ClaimedBy: s.worker}
+	return r.marshal()
 }
 
 // claim creates the send claim of the job's notification on its own, with

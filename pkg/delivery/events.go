@@ -406,7 +406,7 @@ func (e *events) publish(subject, id string, ev Event) { e.publishThen(subject, 
 
 // publishThen publishes ev and runs stored (if not nil) once it is stored.
 func (e *events) publishThen(subject, id string, ev Event, stored func()) {
-	b, err := json.Marshal(ev)
+	b, err := ev.marshal()
 	if err != nil {
 		return
 	}

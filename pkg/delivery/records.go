@@ -420,7 +420,7 @@ func (l *lookups) get(ctx context.Context, key string) (*entry, uint64, error) {
 // published asynchronously: over this attempt's send claim, at its revision
 // (claim > 0: a KV Update, refused when the entry changed since), or a put.
 func (s *store) recordMsg(r DeliveryRecord, claim uint64) (*nats.Msg, error) {
-	b, err := json.Marshal(r)
+	b, err := r.marshal()
 	if err != nil {
 		return nil, err
 	}

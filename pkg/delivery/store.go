@@ -211,7 +211,7 @@ func (s *store) isDelivered(ctx context.Context, key string) (bool, error) {
 // claim — a lost cancel, logged and counted.
 func (s *store) record(ctx context.Context, r DeliveryRecord, claim uint64) error {
 	s.remember(r.Key)
-	b, err := json.Marshal(r)
+	b, err := r.marshal()
 	if err != nil {
 		return err
 	}
