@@ -368,6 +368,7 @@ func (s *scheduler) reschedule(l *lane, now time.Time) {
 	if l.queue[0].transactional {
 		c = s.classes[0]
 	}
+	l.headSeq = l.queue[0].seq
 	if l.readyAt.After(now) {
 		heap.Push(&c.waiting, l)
 	} else {
