@@ -345,8 +345,9 @@ func (s *Service) enqueue(ctx context.Context, tx *sql.Tx, o Order, event string
 	if s.orderURL != "" {
 		page = s.orderURL + "/" + url.PathEscape(o.ID)
 	}
-	// Only the bodies of the route's channels: the email's HTML alone
-	// costs more than the rest of the message.
+	// Only the bodies of the route's channels: the email's, the SMS's and
+	// the subject's templates cost as much again as Telegram's text
+	// (BENCHMARKS.md, row 1).
 	m, err := s.templates.Render(event, o.Locale, newMessageData(o, page), route...)
 	if err != nil {
 		return fmt.Errorf("rendering the %s notification of order %s: %w", event, o.ID, err)
