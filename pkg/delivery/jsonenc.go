@@ -15,16 +15,10 @@ import (
 // marshal returns r encoded as json.Marshal encodes it.
 func (r *DeliveryRecord) marshal() ([]byte, error) {
 	b := make([]byte, 0, 256)
-	b = append(b, `{"key":`...)
-	b = appendJSONString(b, r.Key)
-	b = append(b, `,"channel":`...)
-	b = appendJSONString(b, r.Channel)
-	b = append(b, `,"recipient":`...)
-	b = appendJSONString(b, r.Recipient)
-	if r.ProviderID != "" {
-		b = append(b, `,"provider_id":`...)
-		b = appendJSONString(b, r.ProviderID)
-	}
+	b = appendString(b, `{"key":`, r.Key)
+	b = appendString(b, `,"channel":`, r.Channel)
+	b = appendString(b, `,"recipient":`, r.Recipient)
+	b = appendOmitEmpty(b, `,"provider_id":`, r.ProviderID)
 	b = append(b, `,"delivered_at":`...)
 	b, err := appendJSONTime(b, r.DeliveredAt)
 	if err != nil {
@@ -32,64 +26,63 @@ func (r *DeliveryRecord) marshal() ([]byte, error) {
 	}
 	b = append(b, `,"stream_seq":`...)
 	b = strconv.AppendUint(b, r.StreamSeq, 10)
-	if r.State != "" {
-		b = append(b, `,"state":`...)
-		b = appendJSONString(b, r.State)
+	b = appendOmitEmpty(b, `,"state":`, r.State)
+	if b, err = appendOmitZero(b, `,"claimed_at":`, r.ClaimedAt); err != nil {
+		return nil, err
 	}
-	if !r.ClaimedAt.IsZero() {
-		b = append(b, `,"claimed_at":`...)
-		if b, err = appendJSONTime(b, r.ClaimedAt); err != nil {
-			return nil, err
-		}
+	b = appendOmitEmpty(b, `,"claimed_by":`, r.ClaimedBy)
+	if b, err = appendOmitZero(b, `,"cancelled_at":`, r.CancelledAt); err != nil {
+		return nil, err
 	}
-	if r.ClaimedBy != "" {
-		b = append(b, `,"claimed_by":`...)
-		b = appendJSONString(b, r.ClaimedBy)
-	}
-	if !r.CancelledAt.IsZero() {
-		b = append(b, `,"cancelled_at":`...)
-		if b, err = appendJSONTime(b, r.CancelledAt); err != nil {
-			return nil, err
-		}
-	}
-	if r.CancelledBy != "" {
-		b = append(b, `,"cancelled_by":`...)
-		b = appendJSONString(b, r.CancelledBy)
-	}
+	b = appendOmitEmpty(b, `,"cancelled_by":`, r.CancelledBy)
 	return append(b, '}'), nil
 }
 
 // marshal returns e encoded as json.Marshal encodes it.
 func (e *Event) marshal() ([]byte, error) {
 	b := make([]byte, 0, 256)
-	b = append(b, `{"key":`...)
-	b = appendJSONString(b, e.Key)
-	b = append(b, `,"event":`...)
-	b = appendJSONString(b, e.Event)
-	b = append(b, `,"channel":`...)
-	b = appendJSONString(b, e.Channel)
-	for _, f := range [...]struct{ name, v string }{
-		{`,"next":`, e.Next}, {`,"recipient":`, e.Recipient}, {`,"provider_id":`, e.ProviderID}, {`,"reason":`, e.Reason},
-	} {
-		if f.v != "" {
-			b = append(b, f.name...)
-			b = appendJSONString(b, f.v)
-		}
-	}
+	b = appendString(b, `{"key":`, e.Key)
+	b = appendString(b, `,"event":`, e.Event)
+	b = appendString(b, `,"channel":`, e.Channel)
+	b = appendOmitEmpty(b, `,"next":`, e.Next)
+	b = appendOmitEmpty(b, `,"recipient":`, e.Recipient)
+	b = appendOmitEmpty(b, `,"provider_id":`, e.ProviderID)
+	b = appendOmitEmpty(b, `,"reason":`, e.Reason)
 	if e.Code != 0 {
 		b = append(b, `,"code":`...)
 		b = strconv.AppendInt(b, int64(e.Code), 10)
 	}
-	if e.Description != "" {
-		b = append(b, `,"description":`...)
-		b = appendJSONString(b, e.Description)
-	}
+	b = appendOmitEmpty(b, `,"description":`, e.Description)
 	b = append(b, `,"at":`...)
 	b, err := appendJSONTime(b, e.At)
 	if err != nil {
 		return nil, err
 	}
 	return append(b, '}'), nil
+}
+
+// appendString appends prefix (the punctuation and the field's name) and
+// v as a JSON string.
+func appendString(b []byte, prefix, v string) []byte {
+	return appendJSONString(append(b, prefix...), v)
+}
+
+// appendOmitEmpty is appendString for a field tagged omitempty: an empty v
+// appends nothing.
+func appendOmitEmpty(b []byte, prefix, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return appendString(b, prefix, v)
+}
+
+// appendOmitZero appends prefix and t for a field tagged omitzero: a zero
+// t appends nothing.
+func appendOmitZero(b []byte, prefix string, t time.Time) ([]byte, error) {
+	if t.IsZero() {
+		return b, nil
+	}
+	return appendJSONTime(append(b, prefix...), t)
 }
 
 // appendJSONTime appends t as time.Time's MarshalJSON writes it: RFC 3339
