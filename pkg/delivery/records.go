@@ -687,33 +687,40 @@ func learnAtomic(ctx context.Context, js natsjs.JetStream, stream string, batche
 	}
 }
 
-// commitAtomic publishes msgs (copies of them: a batch adds its headers) as
-// one atomic batch and returns the server's ack of the whole.
+// commitAtomic publishes msgs as one atomic batch and returns the server's
+// ack of the whole. The batch adds its headers to each message, and they
+// are taken off again before it returns (unbatch): a message can then go
+// in a write of its own after a failure as it was. (A copy of each, as
+// before, was 7% of the bytes the worker allocated at its ceiling.)
 func commitAtomic(ctx context.Context, js natsjs.JetStream, msgs []*nats.Msg) (*jetstreamext.BatchAck, error) {
+	defer unbatch(msgs)
 	bp, err := jetstreamext.NewBatchPublisher(js, jetstreamext.BatchFlowControl{})
 	if err != nil {
 		return nil, err
 	}
 	for _, m := range msgs[:len(msgs)-1] {
-		if err := bp.AddMsg(copyMsg(m)); err != nil {
+		if err := bp.AddMsg(m); err != nil {
 			_ = bp.Discard()
 			return nil, err
 		}
 	}
-	return bp.CommitMsg(ctx, copyMsg(msgs[len(msgs)-1]))
+	return bp.CommitMsg(ctx, msgs[len(msgs)-1])
 }
 
-// copyMsg copies a write's message for a batch, which adds its headers:
-// the original stays as it was for a write of its own after a failure.
-func copyMsg(m *nats.Msg) *nats.Msg {
-	c := &nats.Msg{Subject: m.Subject, Data: m.Data}
-	if len(m.Header) > 0 {
-		c.Header = make(nats.Header, len(m.Header))
-		for k, v := range m.Header {
-			c.Header[k] = append([]string(nil), v...)
+// unbatch takes off msgs what a batch put on them: its three headers, and
+// the header map it made for a message that had none. (With no flow
+// control a batch sets no reply subject.) The batch is done with them by
+// then: each was written to the connection before AddMsg or CommitMsg
+// returned.
+func unbatch(msgs []*nats.Msg) {
+	for _, m := range msgs {
+		delete(m.Header, jetstreamext.BatchIDHeader)
+		delete(m.Header, jetstreamext.BatchSeqHeader)
+		delete(m.Header, jetstreamext.BatchCommitHeader)
+		if len(m.Header) == 0 {
+			m.Header = nil
 		}
 	}
-	return c
 }
 
 // stored waits for the PubAck of an asynchronous write and returns the

@@ -809,3 +809,62 @@ func TestRecorderWritesPastABatchWhoseAnswerIsLost(t *testing.T) {
 		t.Fatalf("the unanswered write ended with %v, want its timeout", w.err)
 	}
 }
+
+// commitAtomic leaves every message as it was, whether the batch is stored
+// or refused: a message is written on its own after a failed batch, and
+// the batch's headers on it would make the server take it for a batch's.
+func TestCommitAtomicLeavesTheMessagesAsTheyWere(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	msgs := func() []*nats.Msg {
+		plain, err := s.recordMsg(DeliveryRecord{Key: "plain"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		over, err := s.recordMsg(DeliveryRecord{Key: "over"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		over.Header = nats.Header{"X-Kept": {"a", "b"}}
+		return []*nats.Msg{plain, over}
+	}
+	check := func(what string, got []*nats.Msg) {
+		t.Helper()
+		for i, want := range msgs() {
+			if got[i].Subject != want.Subject || string(got[i].Data) != string(want.Data) || got[i].Reply != "" || fmt.Sprint(got[i].Header) != fmt.Sprint(want.Header) {
+				t.Errorf("%s: message %d is %q %q reply %q header %v, want %q %q header %v", what, i,
+					got[i].Subject, got[i].Data, got[i].Reply, got[i].Header, want.Subject, want.Data, want.Header)
+			}
+		}
+	}
+
+	stored := msgs()
+	ack, err := commitAtomic(ctx, s.js, stored)
+	if err != nil || ack.BatchSize != 2 {
+		t.Fatalf("commitAtomic: %+v, %v", ack, err)
+	}
+	check("after a stored batch", stored)
+	if stored[0].Header != nil {
+		t.Errorf("a message without headers has a header map after the batch: %v", stored[0].Header)
+	}
+
+	stream, err := s.js.Stream(ctx, s.deliveredSubjects.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	refused := msgs()
+	if _, err := commitAtomic(ctx, s.js, refused); err == nil {
+		t.Fatal("a batch to a stream without atomic batches was stored")
+	}
+	check("after a refused batch", refused)
+	for _, m := range refused {
+		if _, err := s.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("the message written on its own after the refused batch: %v", err)
+		}
+	}
+}
