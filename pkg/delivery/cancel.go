@@ -268,7 +268,7 @@ func (s *store) claimMsg(key, target string, seq, last uint64) (*nats.Msg, error
 	if err != nil {
 		return nil, err
 	}
-	m := &nats.Msg{Subject: s.deliveredSubjects.prefix + RecordKey(key), Data: b, Header: nats.Header{}}
+	m := &nats.Msg{Subject: prefixedRecordKey(s.deliveredSubjects.prefix, key), Data: b, Header: nats.Header{}}
 	m.Header.Set(natsjs.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
 	return m, nil
 }

@@ -424,7 +424,7 @@ func (s *store) recordMsg(r DeliveryRecord, claim uint64) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &nats.Msg{Subject: s.deliveredSubjects.prefix + RecordKey(r.Key), Data: b}
+	m := &nats.Msg{Subject: prefixedRecordKey(s.deliveredSubjects.prefix, r.Key), Data: b}
 	if claim > 0 {
 		m.Header = nats.Header{}
 		m.Header.Set(natsjs.ExpectedLastSubjSeqHeader, strconv.FormatUint(claim, 10))
@@ -514,9 +514,9 @@ func (r *recorder) write(ctx context.Context, rec DeliveryRecord, claim uint64) 
 // put publishes m, with the next batch when writes are batched, and
 // returns the sequence the server stored it at once it has.
 func (r *recorder) put(ctx context.Context, m *nats.Msg) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
-	defer cancel()
 	if !r.batches.Load() {
+		ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+		defer cancel()
 		f, err := r.s.js.PublishMsgAsync(m)
 		if err != nil {
 			return 0, err
@@ -524,17 +524,26 @@ func (r *recorder) put(ctx context.Context, m *nats.Msg) (uint64, error) {
 		seq, err := stored(ctx, f)
 		return seq, jetstream.Denied(r.s.js.Conn(), err)
 	}
+	// A timer, not a context with a timeout: this is the path of every
+	// message's claim and record, and the context costs twice the time
+	// (≈ 0.8 µs against 0.4) and two allocations more.
+	timeout := time.NewTimer(recordTimeout)
+	defer timeout.Stop()
 	req := recordRequest{msg: m, done: make(chan written, 1)}
 	select {
 	case r.reqs <- req:
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	case <-timeout.C:
+		return 0, context.DeadlineExceeded
 	}
 	select {
 	case w := <-req.done:
 		return w.seq, w.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	case <-timeout.C:
+		return 0, context.DeadlineExceeded
 	}
 }
 

@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -865,6 +867,22 @@ func TestCommitAtomicLeavesTheMessagesAsTheyWere(t *testing.T) {
 	for _, m := range refused {
 		if _, err := s.js.PublishMsg(ctx, m); err != nil {
 			t.Fatalf("the message written on its own after the refused batch: %v", err)
+		}
+	}
+}
+
+// A record's key in notify_delivered is the SHA-256 of the idempotency key
+// in lower-case hex (operators find records with it), and the subject a
+// record is written to is the bucket's prefix and that key.
+func TestRecordKeyIsTheKeysSHA256(t *testing.T) {
+	for _, key := range []string{"", "order:1042:accepted", "заказ:7:принят", "a\x00b"} {
+		sum := sha256.Sum256([]byte(key))
+		want := hex.EncodeToString(sum[:])
+		if got := RecordKey(key); got != want {
+			t.Errorf("RecordKey(%q) = %q, want %q", key, got, want)
+		}
+		if got := prefixedRecordKey("$KV.notify_delivered.", key); got != "$KV.notify_delivered."+want {
+			t.Errorf("prefixedRecordKey(%q) = %q, want the prefix and %q", key, got, want)
 		}
 	}
 }

@@ -95,8 +95,20 @@ type DeliveryRecord struct {
 // notify_attempts: KV keys allow only [-/_=.a-zA-Z0-9], so the key is hashed
 // (SHA-256, hex).
 func RecordKey(key string) string {
+	return prefixedRecordKey("", key)
+}
+
+// prefixedRecordKey is prefix + RecordKey(key), built in one allocation:
+// each message's claim and record are written to such a subject.
+func prefixedRecordKey(prefix, key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	var b strings.Builder
+	b.Grow(len(prefix) + hex.EncodedLen(len(sum)))
+	b.WriteString(prefix)
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	b.Write(h[:])
+	return b.String()
 }
 
 func (s *store) remember(key string) {
@@ -169,7 +181,7 @@ func (s *store) readFromLeader(ctx context.Context, key string) (e *entry, last 
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	b := s.deliveredSubjects
-	m, err := s.lastMsg(ctx, b.stream, b.prefix+RecordKey(key))
+	m, err := s.lastMsg(ctx, b.stream, prefixedRecordKey(b.prefix, key))
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading delivery record of %q from the leader of %s: %w", key, b.stream, jetstream.Denied(s.js.Conn(), err))
 	}
