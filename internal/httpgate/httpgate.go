@@ -151,7 +151,8 @@ type gateConn struct {
 	// answer; readAhead when, meanwhile, bytes of a plain connection were
 	// read and the answer not reported yet.
 	awaiting, readAhead atomic.Bool
-	// watched is set while the transport's readySet watches the socket;
+	// watched is set while the transport's readySet watches the socket:
+	// from the connection's first request until it closes;
 	// reported counts the answers whose first byte was reported; taken
 	// the reads of a TLS connection that took bytes while an answer was
 	// awaited; noted is the last of unread's scans that found an answer
@@ -184,7 +185,7 @@ func (c *gateConn) Read(p []byte) (int, error) {
 }
 
 func (c *gateConn) Close() error {
-	c.unread.remove(c)
+	c.unread.forget(c)
 	return c.Conn.Close()
 }
 

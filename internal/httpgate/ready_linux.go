@@ -7,9 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readySet is an epoll instance watching the sockets of the connections
-// awaiting an answer. One epoll_wait tells a request about to be written
-// whether any of them has bytes waiting; peeking at each took one recv per
+// readySet is an epoll instance watching the sockets of the transport's
+// connections, each from its first request until it closes (unread.add,
+// unread.forget). One epoll_wait tells a request about to be written
+// whether any of those awaiting an answer has bytes waiting; peeking at each took one recv per
 // connection awaiting an answer, for every request written: with 256
 // requests in flight, 6% of the worker's CPU at its ceiling, and the
 // transport's lock held meanwhile (BENCHMARKS.md, row 5). The events buffer
@@ -63,7 +64,7 @@ func (r *readySet) unwatch(p peeker) {
 // scan asks the kernel, without waiting, which of the watched sockets can
 // be read, and calls visit for each with its descriptor and whether the peer
 // ended the connection (then the bytes waiting may be none). watched is how
-// many sockets are watched. It reports false when the kernel could not be
+// many sockets are watched, so that one call returns every ready one. It reports false when the kernel could not be
 // asked: the caller must then peek at each connection.
 func (r *readySet) scan(watched int, visit func(fd int, ended bool)) bool {
 	if cap(r.events) < watched {

@@ -216,3 +216,58 @@ func within[T any](t *testing.T, ch <-chan T, what string) {
 		t.Fatalf("gave up waiting for %s", what)
 	}
 }
+
+// A socket stays in the set from its connection's first request until the
+// connection closes, and a look notes only the connections awaiting an
+// answer: bytes left on a connection whose answer was reported (its
+// reader has not taken the rest yet) are not an answer, however many such
+// sockets are ready.
+func TestTheSetKeepsSocketsAndNotesOnlyAwaitedOnes(t *testing.T) {
+	u := &unread{max: time.Second, ready: newReadySet()}
+	if u.ready == nil {
+		t.Fatal("no epoll instance")
+	}
+	const reported = 20
+	conns, peers := watchedPairs(t, u, reported+1)
+	for i := range conns {
+		answer(t, conns[i], peers[i])
+	}
+	for i := range reported {
+		u.remove(conns[i])
+		if !conns[i].watched || u.byFD[conns[i].peek.fd] != conns[i] {
+			t.Fatalf("connection %d left the set when its answer was reported", i)
+		}
+	}
+	got := arrivedNow(u, nil)
+	if len(got) != 1 || !got[conns[reported]] {
+		t.Fatalf("noted %d answers, want only the one still awaited", len(got))
+	}
+
+	// The next request on a connection in the set: its socket is not
+	// added again, and its answer is noted.
+	buf := make([]byte, 64)
+	if _, err := conns[0].Conn.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	u.add(conns[0])
+	answer(t, conns[0], peers[0])
+	if got := arrivedNow(u, nil); len(got) != 2 || !got[conns[0]] {
+		t.Fatalf("the answer to a connection's second request not noted (%d noted)", len(got))
+	}
+
+	// Closing takes the socket out of the set first.
+	for i, c := range conns {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if c.watched || u.byFD[c.peek.fd] != nil {
+			t.Fatalf("connection %d is still in the set after it closed", i)
+		}
+	}
+	if len(u.conns) != 0 || len(u.byFD) != 0 {
+		t.Fatalf("%d connections awaited and %d sockets watched after every connection closed", len(u.conns), len(u.byFD))
+	}
+	if got := arrivedNow(u, nil); len(got) != 0 {
+		t.Fatalf("%d answers noted with every connection closed", len(got))
+	}
+}
