@@ -36,6 +36,9 @@ var onePassBodies = []string{
 	`[1,2]`,
 	`<html><title>502 Bad Gateway</title></html>`,
 	`   `,
+	// Nested deeper than encoding/json's 10,000 levels: the general path
+	// refuses it, and the single pass must not take it.
+	`{"ok":true,"result":{"message_id":1,"z":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}}`,
 }
 
 // TestOnePassMatchesGeneral checks that parseResponse, which decodes a
