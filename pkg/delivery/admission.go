@@ -54,8 +54,10 @@ type admission struct {
 	// messages. Nil means never.
 	pinDoubt func() bool
 
-	mu          sync.Mutex
-	halted      bool
+	mu     sync.Mutex
+	halted bool
+	// stopping is set when the worker begins to stop (stop).
+	stopping    bool
 	settleUntil time.Time
 	// settle is the reconnect the current settle follows, and the pin the
 	// worker held then (keptPin may end the settle early).
@@ -132,6 +134,8 @@ func (a *admission) gate(now time.Time, inflight int) (ok bool, retryAt time.Tim
 // blockedLocked applies every rule but the breaker.
 func (a *admission) blockedLocked(now time.Time) (reason string, until time.Time, blocked bool) {
 	switch {
+	case a.stopping:
+		return "stopping", time.Time{}, true
 	case a.halted:
 		return "halted", time.Time{}, true
 	case a.connected != nil && !a.connected():
@@ -298,6 +302,18 @@ func (a *admission) setHalted(h bool) (changed bool) {
 	defer a.mu.Unlock()
 	changed, a.halted = a.halted != h, h
 	return changed
+}
+
+// stop refuses every request from now on: the worker is stopping. The
+// requests already admitted finish, and their delivery records are written
+// within the shutdown timeout; one admitted during the stop, while
+// JetStream does not answer, would end the stop with its record unwritten,
+// and the next worker would send it again (the long chaos run on
+// d13ccae).
+func (a *admission) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopping = true
 }
 
 func (a *admission) isHalted() bool {

@@ -348,3 +348,21 @@ func TestAdmissionNothingWhileDisconnected(t *testing.T) {
 	}
 	tk.settle(Outcome{Kind: Delivered})
 }
+
+// Once the worker begins to stop, nothing is admitted again, whatever else
+// the admission allows.
+func TestAdmissionRefusesEverythingOnceStopping(t *testing.T) {
+	now := time.Now()
+	a := newAdmission("test", 5, time.Minute, nil)
+	if _, err := a.admit(now, "r"); err != nil {
+		t.Fatalf("admit before the stop: %v", err)
+	}
+	a.stop()
+	if ok, _, why := a.gate(now, 0); ok || why != "stopping" {
+		t.Fatalf("gate = %v %q, want refused with %q", ok, why, "stopping")
+	}
+	var na *NotAdmittedError
+	if _, err := a.admit(now.Add(time.Hour), "r"); !errors.As(err, &na) || na.Reason != "stopping" || !na.Until.IsZero() {
+		t.Fatalf("admit while stopping: %v, want refused with reason stopping and no end", err)
+	}
+}

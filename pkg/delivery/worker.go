@@ -724,10 +724,14 @@ func (w *Worker) housekeep() {
 	w.stats.setCounts(c)
 }
 
-// shutdown runs after the consumer stopped: requests in flight get
-// ShutdownTimeout to finish, then every held message goes back to the stream
-// in order (behind its lane's parked ones), and pending state writes flush.
+// shutdown runs after the consumer stopped: no request is written from
+// then on (the attempts that had not written theirs end not sent), the
+// requests in flight get ShutdownTimeout to finish, then every held message
+// goes back to the stream in order (behind its lane's parked ones), and
+// pending state writes flush.
 func (w *Worker) shutdown() {
+	w.adm.stop()
+	w.log.Info(StoppingMessage, "in_flight", w.sched.inflight)
 	deadline := time.NewTimer(w.cfg.ShutdownTimeout)
 	defer deadline.Stop()
 	for w.sched.inflight > 0 {
@@ -758,6 +762,10 @@ func (w *Worker) shutdown() {
 	w.events.close(5 * time.Second)
 	w.log.Info("worker stopped", "handed_back", n)
 }
+
+// StoppingMessage is what the worker logs when it begins to stop (tests
+// and operators look for it).
+const StoppingMessage = "stopping: no request is written from now on; waiting for those in flight"
 
 func boolGauge(b bool) float64 {
 	if b {
