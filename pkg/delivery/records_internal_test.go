@@ -196,11 +196,10 @@ func TestRecorderWritesWaitingRecordsAsOneBatch(t *testing.T) {
 	}
 }
 
-// A bucket that takes no atomic batches (provisioned before they were
-// declared) fails the batch; the recorder writes every record on its own
-// from then on.
-func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
-	s := recordStore(t)
+// refuseBatches turns atomic batches off on the stream of s's
+// notify_delivered, as on a bucket provisioned before they were declared.
+func refuseBatches(t *testing.T, s *store) {
+	t.Helper()
 	ctx := context.Background()
 	stream, err := s.js.Stream(ctx, s.deliveredSubjects.stream)
 	if err != nil {
@@ -211,6 +210,15 @@ func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
 	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A bucket that takes no atomic batches (provisioned before they were
+// declared) fails the batch; the recorder writes every record on its own
+// from then on.
+func TestRecorderWritesOneByOneWhenTheBucketTakesNoBatches(t *testing.T) {
+	s := recordStore(t)
+	ctx := context.Background()
+	refuseBatches(t, s)
 	r := newRecorder(s, false, slog.New(slog.DiscardHandler), func(int) {}, func() {})
 	r.batches.Store(true) // as if read before the change
 	batch := make([]recordRequest, minAtomicBatch)
@@ -850,15 +858,7 @@ func TestCommitAtomicLeavesTheMessagesAsTheyWere(t *testing.T) {
 		t.Errorf("a message without headers has a header map after the batch: %v", stored[0].Header)
 	}
 
-	stream, err := s.js.Stream(ctx, s.deliveredSubjects.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := stream.CachedInfo().Config
-	cfg.AllowAtomicPublish = false
-	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	refuseBatches(t, s)
 	refused := msgs()
 	if _, err := commitAtomic(ctx, s.js, refused); err == nil {
 		t.Fatal("a batch to a stream without atomic batches was stored")
