@@ -240,7 +240,7 @@ func (w *Worker) parse(subject string, h nats.Header, data []byte) (notify.Notif
 	if channel != w.name {
 		return notify.Notification{}, "", fmt.Errorf("%w: subject %s is not a %s notification subject", errPoison, subject, w.name)
 	}
-	n, err := notify.DecodePayload(data)
+	n, err := decodePayload(data)
 	if err != nil {
 		return notify.Notification{}, recipient, fmt.Errorf("%w: %v", errPoison, err)
 	}
