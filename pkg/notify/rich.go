@@ -156,23 +156,25 @@ func validateButtons(rows [][]Button, withMax bool) error {
 		return invalid("buttons", "%d rows, MAX's limit is %d", len(rows), MaxMaxButtonRows)
 	}
 	for i, row := range rows {
-		field := fmt.Sprintf("buttons[%d]", i)
 		switch {
 		case len(row) == 0:
-			return invalid(field, "is an empty row")
+			return invalid(fmt.Sprintf("buttons[%d]", i), "is an empty row")
 		case len(row) > MaxButtonsPerRow:
-			return invalid(field, "has %d buttons, Telegram's limit is %d a row", len(row), MaxButtonsPerRow)
+			return invalid(fmt.Sprintf("buttons[%d]", i), "has %d buttons, Telegram's limit is %d a row", len(row), MaxButtonsPerRow)
 		case withMax && len(row) > MaxMaxLinkButtonsPerRow:
-			return invalid(field, "has %d buttons, MAX's limit is %d link buttons a row", len(row), MaxMaxLinkButtonsPerRow)
+			return invalid(fmt.Sprintf("buttons[%d]", i), "has %d buttons, MAX's limit is %d link buttons a row", len(row), MaxMaxLinkButtonsPerRow)
 		}
 		for j, b := range row {
+			// The field's name only for an error: a payload's buttons are
+			// checked at enqueue and again by the worker for every message.
+			if validateLabel("", b.Text) == nil && validateURL("", b.URL, true) == nil {
+				continue
+			}
 			field := fmt.Sprintf("buttons[%d][%d]", i, j)
 			if err := validateLabel(field+".text", b.Text); err != nil {
 				return err
 			}
-			if err := validateURL(field+".url", b.URL, true); err != nil {
-				return err
-			}
+			return validateURL(field+".url", b.URL, true)
 		}
 		total += len(row)
 	}

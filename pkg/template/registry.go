@@ -123,8 +123,12 @@ type set struct {
 	buttons                                                  [][]button
 }
 
-// button is a parsed ButtonSource.
-type button struct{ text, url executor }
+// button is a parsed ButtonSource; part is its name in errors
+// (buttons[i][j]).
+type button struct {
+	text, url executor
+	part      string
+}
 
 // Registry holds templates by event and locale. It is safe for concurrent
 // use: Add and Render may be called from any goroutine.
@@ -238,6 +242,7 @@ func (r *Registry) Add(event, locale string, src Source) error {
 			if strings.TrimSpace(b.Text) == "" || strings.TrimSpace(b.URL) == "" {
 				return fail(ErrInvalid, part, errors.New("a button needs a text and a URL template"))
 			}
+			out[j].part = part
 			parseText(part+".text", b.Text, &out[j].text)
 			parseText(part+".url", b.URL, &out[j].url)
 		}
@@ -322,7 +327,9 @@ type Message struct {
 // have no template); MAX's body only with [notify.ChannelMax] among them,
 // the subject and the email only with [notify.ChannelEmail], the SMS only
 // with [notify.ChannelSMS]. Without channels every template is rendered.
-// A template left out is not executed, so it cannot fail the render.
+// A template left out is not executed, so it cannot fail the render; nor
+// is the label of a button whose URL renders empty (the button is left
+// out).
 func (r *Registry) Render(event, locale string, data any, channels ...notify.Channel) (*Message, error) {
 	s, used, ok := r.lookup(event, locale)
 	if !ok {
@@ -362,13 +369,13 @@ func (r *Registry) Render(event, locale string, data any, channels ...notify.Cha
 		m.SMS = &notify.SMSBody{Text: exec("sms", s.sms)}
 	}
 	m.Photo = strings.TrimSpace(exec("photo", s.photo))
-	for i, row := range s.buttons {
+	for _, row := range s.buttons {
 		var out []notify.Button
-		for j, b := range row {
-			part := fmt.Sprintf("buttons[%d][%d]", i, j)
-			label, url := oneLine(exec(part+".text", b.text)), strings.TrimSpace(exec(part+".url", b.url))
-			if url != "" {
-				out = append(out, notify.Button{Text: label, URL: url})
+		for _, b := range row {
+			// The URL first: a button whose URL renders empty is left out,
+			// and its label is not executed.
+			if url := strings.TrimSpace(exec(b.part+".url", b.url)); url != "" {
+				out = append(out, notify.Button{Text: oneLine(exec(b.part+".text", b.text)), URL: url})
 			}
 		}
 		if len(out) > 0 {

@@ -318,4 +318,17 @@ func TestRenderForARoute(t *testing.T) {
 	if _, err := r.Render("e", "en", order{}, notify.ChannelEmail); !errors.Is(err, template.ErrRender) {
 		t.Fatalf("Render for email = %v, want ErrRender", err)
 	}
+
+	// A button whose URL renders empty is left out, its label not executed.
+	if err := r.Add("b", "en", template.Source{Telegram: "ok", Buttons: [][]template.ButtonSource{
+		{{Text: "{{fail}}", URL: "{{with .URL}}{{.}}{{end}}"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := r.Render("b", "en", order{}); err != nil || len(m.Buttons) != 0 {
+		t.Fatalf("Render without a URL = %+v, %v; want no button and no error", m, err)
+	}
+	if _, err := r.Render("b", "en", order{URL: "https://shop.example/o/A1"}); !errors.Is(err, template.ErrRender) || !strings.Contains(err.Error(), "buttons[0][0].text") {
+		t.Fatalf("Render with a URL = %v, want ErrRender naming buttons[0][0].text", err)
+	}
 }
