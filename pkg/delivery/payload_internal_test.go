@@ -127,6 +127,29 @@ func TestDecodePayloadMatchesNotify(t *testing.T) {
 	}
 }
 
+// TestDecodedPayloadOwnsItsStrings checks that a notification the worker
+// decoded does not share memory with its payload, which is the pulled
+// message's buffer: a decoder that makes strings point into its input
+// (segmentio/encoding's ZeroCopy) would change a notification waiting in
+// its lane when the buffer is reused.
+func TestDecodedPayloadOwnsItsStrings(t *testing.T) {
+	b := []byte(payloadBodies(t)[1])
+	n, err := decodePayload(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := notify.DecodePayload(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = 'x'
+	}
+	if !reflect.DeepEqual(n, want) {
+		t.Fatalf("overwriting the payload changed the notification decoded from it:\n%#v\nwant\n%#v", n, want)
+	}
+}
+
 // FuzzDecodePayloadMatchesNotify is TestDecodePayloadMatchesNotify for
 // arbitrary payloads.
 func FuzzDecodePayloadMatchesNotify(f *testing.F) {
