@@ -123,11 +123,11 @@ type set struct {
 	buttons                                                  [][]button
 }
 
-// button is a parsed ButtonSource; part is its name in errors
-// (buttons[i][j]).
+// button is a parsed ButtonSource; textPart and urlPart name its templates
+// in errors (buttons[i][j].text, .url).
 type button struct {
-	text, url executor
-	part      string
+	text, url         executor
+	textPart, urlPart string
 }
 
 // Registry holds templates by event and locale. It is safe for concurrent
@@ -242,9 +242,9 @@ func (r *Registry) Add(event, locale string, src Source) error {
 			if strings.TrimSpace(b.Text) == "" || strings.TrimSpace(b.URL) == "" {
 				return fail(ErrInvalid, part, errors.New("a button needs a text and a URL template"))
 			}
-			out[j].part = part
-			parseText(part+".text", b.Text, &out[j].text)
-			parseText(part+".url", b.URL, &out[j].url)
+			out[j].textPart, out[j].urlPart = part+".text", part+".url"
+			parseText(out[j].textPart, b.Text, &out[j].text)
+			parseText(out[j].urlPart, b.URL, &out[j].url)
 		}
 		s.buttons = append(s.buttons, out)
 	}
@@ -374,8 +374,8 @@ func (r *Registry) Render(event, locale string, data any, channels ...notify.Cha
 		for _, b := range row {
 			// The URL first: a button whose URL renders empty is left out,
 			// and its label is not executed.
-			if url := strings.TrimSpace(exec(b.part+".url", b.url)); url != "" {
-				out = append(out, notify.Button{Text: oneLine(exec(b.part+".text", b.text)), URL: url})
+			if url := strings.TrimSpace(exec(b.urlPart, b.url)); url != "" {
+				out = append(out, notify.Button{Text: oneLine(exec(b.textPart, b.text)), URL: url})
 			}
 		}
 		if len(out) > 0 {
