@@ -84,6 +84,10 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 3m) with one worker; new fai
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodePayload$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/notify
 	$(GO) test -run='^$$' -fuzz='^FuzzValidate$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/notify
 	$(GO) test -run='^$$' -fuzz='^FuzzParseResponse$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/botapi
+	$(GO) test -run='^$$' -fuzz='^FuzzOnePassMatchesGeneral$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/botapi
+	$(GO) test -run='^$$' -fuzz='^FuzzUnmarshalDecodesAsTheStream$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/notify
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodePayloadMatchesNotify$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/delivery
+	$(GO) test -run='^$$' -fuzz='^FuzzHandEncodingMatchesEncodingJSON$$' -fuzztime=$(FUZZTIME) -parallel=1 ./pkg/delivery
 
 .PHONY: bench
 bench: build ## Run the benchmark suite (about 35 min on 2 cores); writes BENCHMARKS.md and docs/bench/ (BENCH_FLAGS="-only 2,5").
