@@ -72,8 +72,8 @@ func (e *NotSentError) Error() string { return fmt.Sprintf("not sent: %v", e.Err
 func (e *NotSentError) Unwrap() error { return e.Err }
 
 // DefaultMaxIdleConnsPerHost is the default bound of the pool kept per
-// provider host: four times the most requests a worker derives to keep in
-// flight (delivery.MaxDerivedInFlight, 256), so that a -max-in-flight set
+// provider host: twice the most requests a worker derives to keep in
+// flight (delivery.MaxDerivedInFlight, 512), so that a -max-in-flight set
 // by hand above that keeps its connections too, up to 1024.
 const DefaultMaxIdleConnsPerHost = 1024
 

@@ -110,11 +110,11 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 	if spec.Register != nil {
 		spec.Register(cs, w)
 	}
-	inFlight := fmt.Sprintf("concurrent requests to the provider; 0: the channel's rate × %v, %d to %d (%d up to %v msg/s)",
-		delivery.InFlightHorizon, delivery.DefaultMaxInFlight, delivery.MaxDerivedInFlight,
+	inFlight := fmt.Sprintf("concurrent requests to the provider; 0: the channel's rate × %v, %d to %d (%d with -single-record-writes; %d up to %v msg/s)",
+		delivery.InFlightHorizon, delivery.DefaultMaxInFlight, delivery.MaxDerivedInFlight, delivery.MaxDerivedInFlightSingleWrites,
 		delivery.DefaultMaxInFlight, float64(delivery.DefaultMaxInFlight)/delivery.InFlightHorizon.Seconds())
 	if spec.Channel == "telegram" {
-		inFlight += fmt.Sprintf("; %d with -paid-broadcast", delivery.InFlightFor(telegram.PaidBroadcastRate))
+		inFlight += fmt.Sprintf("; %d with -paid-broadcast", delivery.InFlightFor(telegram.PaidBroadcastRate, false))
 	}
 	config.Int(cs, &w.MaxInFlight, "max-in-flight", def.MaxInFlight, inFlight).Check(config.NotNegative)
 	config.Int(cs, &w.MaxAttempts, "max-attempts", def.MaxAttempts, "transient failures before a notification moves to the next channel of its route (or is dead-lettered) as max_attempts").Check(config.AtLeast(1))

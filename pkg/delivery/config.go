@@ -18,10 +18,21 @@ const (
 	// derives, whatever the rate.
 	DefaultMaxInFlight = 16
 	// MaxDerivedInFlight is the most attempts in flight InFlightFor
-	// derives. The HTTP pool per provider host keeps up to four times as
-	// many connections (httpgate.DefaultMaxIdleConnsPerHost), so that a
-	// number set by hand above it keeps its connections too.
-	MaxDerivedInFlight = 256
+	// derives for a worker that writes its claims, records and events in
+	// atomic batches (the default): the more attempts wait for their
+	// writes, the larger the batches, and the fewer fsyncs and the less of
+	// the server's CPU each message costs. Benchmark row 5′ (fsync on every
+	// write, limits off) sent 4,490 msg/s with 256 and 5,257 with 512, the
+	// server's CPU per message 158 → 128 µs; 1024 gave no more than 512
+	// (BENCHMARKS.md, section 5). The HTTP pool per provider host keeps up
+	// to twice as many connections (httpgate.DefaultMaxIdleConnsPerHost),
+	// so that a number set by hand above it keeps its connections too.
+	MaxDerivedInFlight = 512
+	// MaxDerivedInFlightSingleWrites is the most InFlightFor derives for
+	// a worker that writes every record on its own (SingleRecordWrites):
+	// there more attempts make no write cheaper and only cost the worker
+	// (row 5: 7,288 msg/s with 256, 6,750 with 512).
+	MaxDerivedInFlightSingleWrites = 256
 	// InFlightHorizon is the time one attempt may take, answer and records
 	// included, while the attempts in flight still keep the channel's rate:
 	// the real Bot API answers in 50–100 ms, and on a server that fsyncs
@@ -76,7 +87,7 @@ type Config struct {
 	// MaxInFlight bounds concurrent attempts (each a request to the
 	// provider with its claim and delivery record). Zero, the default:
 	// derived from the channel's rate by [InFlightFor], 16 for Telegram's
-	// 30 msg/s and 100 for its paid broadcast at 1000 msg/s.
+	// 30 msg/s and 200 for its paid broadcast at 1000 msg/s.
 	MaxInFlight int
 	// MaxAttempts is how many transient failures a notification may have
 	// before it is dead-lettered as max_attempts. Default 10.
@@ -294,17 +305,23 @@ func (c Config) Validate() error {
 
 // InFlightFor is the number of attempts in flight that keeps a channel's
 // rate r while each takes up to InFlightHorizon (Little's law: rate ×
-// time), between DefaultMaxInFlight and MaxDerivedInFlight. A fixed 16
-// capped Telegram's paid broadcast (1000 msg/s) at 16 attempts per answer
-// time: 460 msg/s end to end on the benchmark's emulator (row 8a), about
-// 160 msg/s against an API that answers in 100 ms.
-func InFlightFor(r rate.Limit) int {
+// time), between DefaultMaxInFlight and MaxDerivedInFlight, or
+// MaxDerivedInFlightSingleWrites for a worker whose Config has
+// SingleRecordWrites. A fixed 16 capped Telegram's paid broadcast (1000
+// msg/s) at 16 attempts per answer time: 460 msg/s end to end on the
+// benchmark's emulator (row 8a), about 160 msg/s against an API that
+// answers in 100 ms.
+func InFlightFor(r rate.Limit, singleRecordWrites bool) int {
+	most := MaxDerivedInFlight
+	if singleRecordWrites {
+		most = MaxDerivedInFlightSingleWrites
+	}
 	if r <= 0 {
 		return DefaultMaxInFlight
 	}
 	n := math.Ceil(float64(r) * InFlightHorizon.Seconds())
-	if n >= MaxDerivedInFlight { // rate.Inf too
-		return MaxDerivedInFlight
+	if n >= float64(most) { // rate.Inf too
+		return most
 	}
 	return max(int(n), DefaultMaxInFlight)
 }

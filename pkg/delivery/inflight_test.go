@@ -19,16 +19,21 @@ import (
 )
 
 // The attempts kept in flight follow the channel's rate: enough for it
-// while each takes up to InFlightHorizon (200 ms), 16 to 256.
+// while each takes up to InFlightHorizon (200 ms), 16 to 512 with atomic
+// batches, 16 to 256 with every record written on its own.
 func TestInFlightFollowsTheRate(t *testing.T) {
 	for _, tc := range []struct {
-		rate rate.Limit
-		want int
+		rate         rate.Limit
+		batched, one int
 	}{
-		{0, 16}, {30, 16}, {80, 16}, {85, 17}, {1000, 200}, {1280, 256}, {5000, 256}, {rate.Inf, 256},
+		{0, 16, 16}, {30, 16, 16}, {80, 16, 16}, {85, 17, 17}, {1000, 200, 200}, {1280, 256, 256},
+		{2000, 400, 256}, {2560, 512, 256}, {5000, 512, 256}, {rate.Inf, 512, 256},
 	} {
-		if got := delivery.InFlightFor(tc.rate); got != tc.want {
-			t.Errorf("InFlightFor(%v) = %d, want %d", tc.rate, got, tc.want)
+		if got := delivery.InFlightFor(tc.rate, false); got != tc.batched {
+			t.Errorf("InFlightFor(%v, false) = %d, want %d", tc.rate, got, tc.batched)
+		}
+		if got := delivery.InFlightFor(tc.rate, true); got != tc.one {
+			t.Errorf("InFlightFor(%v, true) = %d, want %d", tc.rate, got, tc.one)
 		}
 	}
 }
@@ -36,7 +41,8 @@ func TestInFlightFollowsTheRate(t *testing.T) {
 // A worker configured without MaxInFlight derives it from its channel's
 // rate: 16 for Telegram's 30 msg/s, 200 for a channel of 1000 msg/s (the
 // paid broadcast's rate; a fixed 16 held the end-to-end benchmark at 460
-// msg/s). One set explicitly is kept.
+// msg/s), 512 with the limits far off (256 when it writes every record on
+// its own). One set explicitly is kept.
 func TestWorkerDerivesMaxInFlightFromItsChannel(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{})
@@ -48,6 +54,9 @@ func TestWorkerDerivesMaxInFlightFromItsChannel(t *testing.T) {
 		{"telegram at 30 msg/s", testenv.WorkerOptions{}, 16},
 		{"a channel of 1000 msg/s", testenv.WorkerOptions{Channel: &recorder{name: "email"}}, 200},
 		{"set explicitly", testenv.WorkerOptions{Config: delivery.Config{MaxInFlight: 7}, Channel: &recorder{name: "sms"}}, 7},
+		{"telegram with its limits far off", testenv.WorkerOptions{Telegram: telegram.Config{BotRate: 1e6, ChatRate: 1000, GroupPerMinute: 1e6}}, 512},
+		{"the same writing every record on its own", testenv.WorkerOptions{
+			Config: delivery.Config{SingleRecordWrites: true}, Telegram: telegram.Config{BotRate: 1e6, ChatRate: 1000, GroupPerMinute: 1e6}}, 256},
 	} {
 		if got := env.StartWorker(tc.opts).MaxInFlight(); got != tc.want {
 			t.Errorf("%s: MaxInFlight() = %d, want %d", tc.name, got, tc.want)

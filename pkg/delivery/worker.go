@@ -213,7 +213,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		return nil, fmt.Errorf("worker: channel %s: %w", d.Channel.Name(), err)
 	}
 	if cfg.MaxInFlight == 0 {
-		cfg.MaxInFlight = InFlightFor(lim.Rate)
+		cfg.MaxInFlight = InFlightFor(lim.Rate, cfg.SingleRecordWrites)
 	}
 	if cfg.AckWait == 0 {
 		cfg.AckWait = DefaultAckWait

@@ -77,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.LimitChats, "limit-chats", cfg.LimitChats, "notifications (one per chat) in scenario 4a")
 	fs.IntVar(&cfg.CeilingMessages, "ceiling-messages", cfg.CeilingMessages, "messages the worker sends in scenario 5")
 	fs.IntVar(&cfg.CeilingSyncMessages, "ceiling-sync-messages", cfg.CeilingSyncMessages, "messages the worker sends in scenario 5 on an fsync-always server")
-	fs.IntVar(&cfg.CeilingInFlight, "ceiling-in-flight", cfg.CeilingInFlight, "the worker's -max-in-flight in scenario 5")
+	fs.IntVar(&cfg.CeilingInFlight, "ceiling-in-flight", cfg.CeilingInFlight, "the worker's -max-in-flight in scenario 5 (0: what the worker derives, 512 with atomic batches, 256 with -single-record-writes)")
 	fs.IntVar(&cfg.MemoryPending, "memory-pending", cfg.MemoryPending, "pending notifications in scenario 6")
 	fs.IntVar(&cfg.MemoryChats, "memory-chats", cfg.MemoryChats, "chats they spread over in scenario 6")
 	fs.IntVar(&cfg.FailoverRuns, "failover-runs", cfg.FailoverRuns, "runs of each fault of scenario 7 (at least 3)")

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/tgnotify/tgnotify/pkg/botapi/emulator"
 	"github.com/tgnotify/tgnotify/pkg/delivery"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
@@ -23,21 +25,27 @@ const paidLimit = 1000.0
 // Against a server with the default sync the worker writes its delivery
 // records one by one, as it should be configured there: atomic batches
 // save fsyncs only on a server that makes them.
+// inFlight 0 leaves the attempts in flight to the worker.
 func ceilingFlags(inFlight int, sync serverSync) []string {
-	flags := []string{"-paid-broadcast", "-bot-rate", "1000000", "-chat-rate", "1000", "-max-in-flight", strconv.Itoa(inFlight)}
+	flags := []string{"-paid-broadcast", "-bot-rate", "1000000", "-chat-rate", "1000"}
+	if inFlight > 0 {
+		flags = append(flags, "-max-in-flight", strconv.Itoa(inFlight))
+	}
 	if sync == syncDefault {
 		flags = append(flags, "-single-record-writes")
 	}
 	return flags
 }
 
-// derivedNote says so when inFlight is what the worker derives itself at
-// scenario 5's rates (delivery.InFlightFor: its most).
-func derivedNote(inFlight int) string {
-	if inFlight == delivery.MaxDerivedInFlight {
-		return ", the number the worker derives itself at these rates"
+// inFlightNote names the attempts in flight of a run: inFlight, or with 0
+// what the worker derives itself at scenario 5's rates (delivery.InFlightFor:
+// its most, which depends on whether it writes in atomic batches).
+func inFlightNote(inFlight int, sync serverSync) string {
+	if inFlight > 0 {
+		return fmt.Sprintf("%d requests in flight", inFlight)
 	}
-	return ""
+	return fmt.Sprintf("%d requests in flight, the number the worker derives itself at these rates",
+		delivery.InFlightFor(rate.Inf, sync == syncDefault))
 }
 
 // ceiling is scenario 5: the worker's own ceiling with the limits off.
@@ -64,7 +72,7 @@ func (r *runner) ceiling(ctx context.Context) []*Result {
 			},
 			Method: fmt.Sprintf("A fresh stack per run: nats-server (%s) holding %d notifications to distinct chats, "+
 				"published before the worker starts; the emulator in this process with its limits off and no latency; "+
-				"`bin/telegram-worker %s` (paid-broadcast mode, limits far above reach, %d requests in flight%s). "+
+				"`bin/telegram-worker %s` (paid-broadcast mode, limits far above reach, %s). "+
 				"Rate: (messages − 1) / (last − first send) from the emulator's timestamps; the run also checks that "+
 				"each message was sent once and that the consumer ends with nothing pending or unacknowledged. CPU per "+
 				"message: the worker process's CPU time (/proc/<pid>/stat, from its start until every message is acked and every delivered event stored) / messages; likewise the "+
@@ -76,7 +84,7 @@ func (r *runner) ceiling(ctx context.Context) []*Result {
 				"the nats-server's fsync and fdatasync calls and its files opened with O_SYNC, counted with "+
 				"`perf stat` (syscalls tracepoints) over the same span, per message sent "+
 				"(— where perf is not available).",
-				v.sync, v.msgs, strings.Join(ceilingFlags(r.cfg.CeilingInFlight, v.sync), " "), r.cfg.CeilingInFlight, derivedNote(r.cfg.CeilingInFlight), runtime.NumCPU(), v.msgs),
+				v.sync, v.msgs, strings.Join(ceilingFlags(r.cfg.CeilingInFlight, v.sync), " "), inFlightNote(r.cfg.CeilingInFlight, v.sync), runtime.NumCPU(), v.msgs),
 		}
 		var cpu [3][]float64 // worker, nats-server, emulator: µs per message
 		var raw, syncs []float64

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/tgnotify/tgnotify/pkg/delivery"
 )
 
 // Scenarios lists the scenario groups [Run] knows, in the order it runs them.
@@ -67,8 +65,8 @@ type Config struct {
 	StormOrders, StormPauses int
 	StormPause, StormGap     time.Duration
 	// CeilingMessages is the backlog the worker sends in scenario 5, with
-	// CeilingInFlight concurrent requests (by default the number the worker
-	// derives at the rates scenario 5 sets: delivery.MaxDerivedInFlight);
+	// CeilingInFlight concurrent requests (0, the default: the number the
+	// worker derives at the rates scenario 5 sets, delivery.InFlightFor);
 	// CeilingSyncMessages on an fsync-always server.
 	CeilingMessages, CeilingInFlight, CeilingSyncMessages int
 	// MemoryPending and MemoryChats size scenario 6's backlog; the worker's
@@ -110,7 +108,7 @@ func Defaults() Config {
 		PubAckOrders: 500, PubAckSyncOrders: 300, DeliveryOrders: 200, LatencyWarmup: 10,
 		LimitChats: 1500, HotOthers: 1000, HotMessages: 100,
 		StormOrders: 600, StormPauses: 3, StormPause: 3 * time.Second, StormGap: 4 * time.Second,
-		CeilingMessages: 50_000, CeilingInFlight: delivery.MaxDerivedInFlight, CeilingSyncMessages: 5_000,
+		CeilingMessages: 50_000, CeilingInFlight: 0, CeilingSyncMessages: 5_000,
 		MemoryPending: 1_000_000, MemoryChats: 200_000, MemoryObserve: 12 * time.Second,
 		FailoverRuns: 3, FailoverRate: 20, FailoverWarmup: 5 * time.Second, FailoverWindow: 15 * time.Second,
 		EndToEndRate: 1000, EndToEndChats: 10_000, EndToEndDuration: time.Minute,
@@ -161,7 +159,7 @@ func (c Config) Validate() error {
 		{"PubAckOrders", c.PubAckOrders}, {"PubAckSyncOrders", c.PubAckSyncOrders}, {"DeliveryOrders", c.DeliveryOrders},
 		{"LimitChats", c.LimitChats}, {"HotOthers", c.HotOthers}, {"HotMessages", c.HotMessages},
 		{"StormOrders", c.StormOrders}, {"StormPauses", c.StormPauses},
-		{"CeilingMessages", c.CeilingMessages}, {"CeilingInFlight", c.CeilingInFlight}, {"CeilingSyncMessages", c.CeilingSyncMessages},
+		{"CeilingMessages", c.CeilingMessages}, {"CeilingSyncMessages", c.CeilingSyncMessages},
 		{"MemoryPending", c.MemoryPending}, {"MemoryChats", c.MemoryChats}, {"FailoverRuns", c.FailoverRuns},
 		{"EndToEndRate", c.EndToEndRate}, {"EndToEndChats", c.EndToEndChats},
 		{"DLQLetters", c.DLQLetters}, {"DLQScriptLetters", c.DLQScriptLetters},
@@ -169,6 +167,9 @@ func (c Config) Validate() error {
 		if p.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", p.name, p.v))
 		}
+	}
+	if c.CeilingInFlight < 0 {
+		errs = append(errs, fmt.Errorf("CeilingInFlight: %d must not be negative (0: what the worker derives)", c.CeilingInFlight))
 	}
 	if c.LatencyWarmup < 0 || c.LatencyWarmup >= min(c.PubAckOrders, c.PubAckSyncOrders, c.DeliveryOrders) {
 		errs = append(errs, fmt.Errorf("LatencyWarmup: %d must be below every latency scenario's order count", c.LatencyWarmup))
