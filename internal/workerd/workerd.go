@@ -146,6 +146,8 @@ func Parse(spec Spec, args []string, getenv func(string) string, out io.Writer) 
 		"how long after a recipient was found dead its next message is sent for real once more: delivered revives it, dead again starts another period (0: never)").Check(config.NotNegative)
 	config.Bool(cs, &w.SingleRecordWrites, "single-record-writes", def.SingleRecordWrites,
 		"write each delivery record, send claim and event on its own, never in atomic batches: for a nats-server without sync_interval: always, where a batch costs more than the fsyncs it saves")
+	config.Bool(cs, &w.StrictRate, "strict-rate", def.StrictRate,
+		"keep every second's sends within the channel's rate, even those that make good a stall; by default a second may hold up to a quarter more, only to make good what a stall held back, and the rate holds over any longer span")
 	config.String(cs, &w.PauseFile, "pause-file", def.PauseFile,
 		"`file` on this host where the worker keeps the 429 pauses it announces, read at start: a worker restarted in place knows a pause that notify_chats could not store before the kill (one file per worker; its directory must exist; empty: none)")
 

@@ -175,6 +175,18 @@ type Config struct {
 	// (records and claims) and NOTIFY (events) take them.
 	SingleRecordWrites bool
 
+	// StrictRate keeps the sends of every second within the channel's
+	// rate, even those that make good a stall (a slow JetStream round trip,
+	// a busy machine, the publisher behind for a moment). By default a
+	// second may hold up to a quarter more than the rate, and only while
+	// the channel's bucket has the tokens a stall left (half a second of
+	// the rate): over any span the sends stay within the rate and that
+	// half second. With StrictRate, while notifications come at the rate
+	// (a paid broadcast at 1000 a second) the delay a stall made comes
+	// back every second for as long as the rate lasts (botbucket.go;
+	// BENCHMARKS.md, section 8). Default false.
+	StrictRate bool
+
 	// PauseFile, when set, is a file on the worker's host where it keeps
 	// the 429 pauses it announces, besides notify_chats, and from which it
 	// reads the last one at start (pausefile.go): a worker restarted in

@@ -97,6 +97,9 @@ const suspectRecheck = time.Second
 type schedConfig struct {
 	// rate is the channel-wide send rate.
 	rate rate.Limit
+	// strictRate keeps every second's sends at the rate, even those that
+	// make good a stall (Config.StrictRate, botPeak).
+	strictRate bool
 	// laneRate is a recipient's send rate.
 	laneRate func(recipient string) rate.Limit
 	// laneCap bounds the messages of one lane held in memory; more go back
@@ -161,7 +164,7 @@ func newScheduler(cfg schedConfig, view schedView) *scheduler {
 		lanes:    map[string]*lane{},
 		clearing: map[string]bool{},
 		classes:  [2]*class{{eligible: laneHeap{bySeq: true}}, {eligible: laneHeap{bySeq: true}}},
-		bot:      newBotLimiter(cfg.rate),
+		bot:      newBotLimiter(cfg.rate, cfg.strictRate),
 	}
 }
 

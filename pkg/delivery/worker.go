@@ -296,11 +296,12 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	w.degrade = newDegrader(cfg, lim.Rate)
 	w.pace = newPacer(lim.Rate)
 	w.sched = newScheduler(schedConfig{
-		rate:      lim.Rate,
-		laneRate:  lim.RecipientRate,
-		laneCap:   cfg.LaneCap,
-		parkGrace: w.parkGrace(),
-		recheck:   cfg.AckWait,
+		rate:       lim.Rate,
+		strictRate: cfg.StrictRate,
+		laneRate:   lim.RecipientRate,
+		laneCap:    cfg.LaneCap,
+		parkGrace:  w.parkGrace(),
+		recheck:    cfg.AckWait,
 	}, state)
 	return w, nil
 }
