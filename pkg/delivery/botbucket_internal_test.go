@@ -85,7 +85,7 @@ func TestSetRateSetsTheBurst(t *testing.T) {
 	if b, l, n := s.bot.bucket.Burst(), s.bot.bucket.Limit(), s.bot.n; b != 15 || l != 30 || n != 37 {
 		t.Fatalf("after setRate(30): burst %d, rate %v, window %d; want 15, 30, 37", b, l, n)
 	}
-	strict := newScheduler(schedConfig{rate: 1000, strictRate: true, laneRate: telegramRates, laneCap: 100}, s.view)
+	strict, _ := newTestSchedulerStrict(1000, true)
 	strict.setRate(30, t0)
 	if n := strict.bot.n; n != 30 {
 		t.Fatalf("strict, after setRate(30): window %d, want 30", n)
@@ -135,8 +135,7 @@ func TestBotLimitMakesAStallGood(t *testing.T) {
 	} {
 		for _, strict := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, strict %v", tc.name, strict), func(t *testing.T) {
-				s, v := newTestScheduler(tc.perSec)
-				s = newScheduler(schedConfig{rate: s.cfg.rate, strictRate: strict, laneRate: s.cfg.laneRate, laneCap: s.cfg.laneCap}, v)
+				s, _ := newTestSchedulerStrict(tc.perSec, strict)
 				interval := time.Duration(float64(time.Second) / tc.perSec)
 				lanes := int(tc.perSec*10) + 100
 				for c := 1; c <= lanes; c++ {
@@ -210,8 +209,7 @@ func TestBotLimitCatchesUpWithArrivalsAtTheRate(t *testing.T) {
 		{"paid broadcast, 300 ms stall, strict", 1000, 300 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := &fakeView{holds: map[string]hold{}, deadSet: map[string]bool{}}
-			s := newScheduler(schedConfig{rate: rate.Limit(tc.perSec), strictRate: tc.strict, laneRate: telegramRates, laneCap: 100}, v)
+			s, _ := newTestSchedulerStrict(tc.perSec, tc.strict)
 			interval := time.Duration(float64(time.Second) / tc.perSec)
 			arrival := func(seq uint64) time.Time { return t0.Add(time.Duration(seq-1) * interval) }
 			stallAt := t0.Add(3 * time.Second)

@@ -48,8 +48,13 @@ func telegramRates(r string) rate.Limit {
 }
 
 func newTestScheduler(botRate float64) (*scheduler, *fakeView) {
+	return newTestSchedulerStrict(botRate, false)
+}
+
+// newTestSchedulerStrict is newTestScheduler with schedConfig.strictRate.
+func newTestSchedulerStrict(botRate float64, strict bool) (*scheduler, *fakeView) {
 	v := &fakeView{holds: map[string]hold{}, deadSet: map[string]bool{}}
-	s := newScheduler(schedConfig{rate: rate.Limit(botRate), laneRate: telegramRates, laneCap: 100, parkGrace: 40 * time.Second, recheck: 10 * time.Second}, v)
+	s := newScheduler(schedConfig{rate: rate.Limit(botRate), strictRate: strict, laneRate: telegramRates, laneCap: 100, parkGrace: 40 * time.Second, recheck: 10 * time.Second}, v)
 	return s, v
 }
 
