@@ -50,7 +50,15 @@ import (
 // botWindow is the span in which the window counts sends.
 const botWindow = time.Second
 
-// botCatchUp is the tokens the bucket holds, in time at the rate.
+// botCatchUp is the tokens the bucket holds, in time at the rate: the
+// longest stall that is made good. Half a second leaves half a second of
+// the rate between what the worker's sends may reach over any span,
+// r × (T + 0.5 s), and what a provider modelled as a bucket holding a
+// second of the rate admits, r × (T + 1 s), for the requests that reach it
+// sooner than they were due. A bucket of a whole second made good longer
+// stalls but left no such margin: the emulator answered 429 in eight of
+// nine runs of benchmark row 8, against none in eighteen with half a
+// second (BENCHMARKS.md, section 8).
 const botCatchUp = 500 * time.Millisecond
 
 // botPeak is how far above the rate the window lets a second's sends go,

@@ -178,6 +178,7 @@ func TestBotLimitMakesAStallGood(t *testing.T) {
 				// Every window holds at most its sends; the window that ends
 				// a second after the stall began holds the rate's.
 				checkWindows(t, at, windowSends(rate.Limit(tc.perSec), strict))
+				checkEmulatorBucket(t, at, tc.perSec)
 				got := sendsBy(end) - sendsBy(end.Add(-time.Second))
 				if want := int(tc.perSec) - tc.behind; got < want {
 					t.Fatalf("%d sends in the second from the stall, want at least %d: the stall was not made good", got, want)
@@ -211,42 +212,25 @@ func TestBotLimitCatchesUpWithArrivalsAtTheRate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newTestSchedulerStrict(tc.perSec, tc.strict)
 			interval := time.Duration(float64(time.Second) / tc.perSec)
-			arrival := func(seq uint64) time.Time { return t0.Add(time.Duration(seq-1) * interval) }
 			stallAt := t0.Add(3 * time.Second)
 			over := stallAt.Add(tc.stall + 2*time.Second) // the delay is gone by then
 			end := over.Add(3 * time.Second)
-			var at []time.Time
 			var worst time.Duration // the longest delay of a notification that came after over
-			next := uint64(1)
-			now := t0
-			for now.Before(end) {
-				for !arrival(next).After(now) {
-					s.arrive(mkJob(next, fmt.Sprint(next)), arrival(next))
-					next++
-				}
+			at := dispatchArrivalsAtTheRate(s, tc.perSec, end, func(now time.Time) (time.Time, time.Duration) {
 				if !now.Before(stallAt) && now.Before(stallAt.Add(tc.stall)) {
-					now = stallAt.Add(tc.stall)
-					continue
+					return stallAt.Add(tc.stall), 0
 				}
-				j, wake := s.next(now)
-				if j != nil {
-					at = append(at, now)
-					if !arrival(j.seq).Before(over) {
-						worst = max(worst, now.Sub(arrival(j.seq)))
-					}
-					s.finish(j, now, true, moveOn, 0)
-					now = now.Add(interval / paceFactor) // the pacer
-					continue
+				return now, interval / paceFactor // the pacer
+			}, func(arrived, now time.Time) {
+				if !arrived.Before(over) {
+					worst = max(worst, now.Sub(arrived))
 				}
-				if wake.IsZero() || arrival(next).Before(wake) {
-					wake = arrival(next)
-				}
-				now = later(wake, now)
-			}
+			})
 			// The window counts the instants the sends were due; the
 			// pacer launches those a stall held back up to a step later,
 			// which may crowd one more into a second.
 			checkWindows(t, at, windowSends(rate.Limit(tc.perSec), tc.strict)+1)
+			checkEmulatorBucket(t, at, tc.perSec)
 			if tc.strict {
 				if worst < tc.stall/2 {
 					t.Fatalf("strict: the longest delay after %v is %v, want the stall's delay (%v) still coming back", over.Sub(t0), worst, tc.stall)
@@ -257,6 +241,88 @@ func TestBotLimitCatchesUpWithArrivalsAtTheRate(t *testing.T) {
 				t.Fatalf("the longest delay of a notification that came %v after the stall ended is %v, want at most one interval (%v): the stall was not made good", over.Sub(stallAt.Add(tc.stall)), worst, interval)
 			}
 		})
+	}
+}
+
+// A slowdown longer than the bucket's tokens (the dispatcher sending at
+// half the rate for three seconds while notifications come at the rate:
+// a second and a half behind) is made good only as far as the bucket
+// holds, so the sends never go beyond what a bucket holding a second of
+// the rate admits over any span: the emulators' model of Telegram's limit
+// answers no 429. A bucket holding more than a second fails this. The
+// check is necessary, not sufficient: a bucket of exactly a second passes
+// it, yet provoked 429s from the emulator in benchmark row 8, where the
+// requests reach it later or sooner than they were due (botCatchUp).
+func TestBotLimitStaysWithinASecondOfTokensAfterASlowdown(t *testing.T) {
+	for _, perSec := range []float64{1000, 30} {
+		t.Run(fmt.Sprintf("%v/s", perSec), func(t *testing.T) {
+			s, _ := newTestSchedulerStrict(perSec, false)
+			interval := time.Duration(float64(time.Second) / perSec)
+			slowFrom, slowTo := t0.Add(3*time.Second), t0.Add(6*time.Second)
+			at := dispatchArrivalsAtTheRate(s, perSec, slowTo.Add(10*time.Second), func(now time.Time) (time.Time, time.Duration) {
+				if !now.Before(slowFrom) && now.Before(slowTo) {
+					return now, 2 * interval // half the rate
+				}
+				return now, interval / paceFactor // the pacer
+			}, nil)
+			checkWindows(t, at, windowSends(rate.Limit(perSec), false)+1)
+			checkEmulatorBucket(t, at, perSec)
+		})
+	}
+}
+
+// dispatchArrivalsAtTheRate drives s as a worker's dispatcher does while
+// one notification a chat arrives at perSec from t0 until end, and returns
+// the instants of the sends. dispatcher(now) says when the dispatcher is
+// next free (later than now during a stall) and, after a send, how long it
+// takes to be free again; sent, when set, learns each send's arrival and
+// instant.
+func dispatchArrivalsAtTheRate(s *scheduler, perSec float64, end time.Time, dispatcher func(now time.Time) (free time.Time, step time.Duration), sent func(arrived, now time.Time)) []time.Time {
+	interval := time.Duration(float64(time.Second) / perSec)
+	arrival := func(seq uint64) time.Time { return t0.Add(time.Duration(seq-1) * interval) }
+	var at []time.Time
+	next := uint64(1)
+	now := t0
+	for now.Before(end) {
+		for !arrival(next).After(now) {
+			s.arrive(mkJob(next, fmt.Sprint(next)), arrival(next))
+			next++
+		}
+		free, step := dispatcher(now)
+		if free.After(now) {
+			now = free
+			continue
+		}
+		j, wake := s.next(now)
+		if j != nil {
+			at = append(at, now)
+			if sent != nil {
+				sent(arrival(j.seq), now)
+			}
+			s.finish(j, now, true, moveOn, 0)
+			now = now.Add(step)
+			continue
+		}
+		if wake.IsZero() || arrival(next).Before(wake) {
+			wake = arrival(next)
+		}
+		now = later(wake, now)
+	}
+	return at
+}
+
+// checkEmulatorBucket fails when the emulators' model of Telegram's limit,
+// a token bucket at perSec holding a second of it (emulator.DefaultLimits),
+// would have refused any of the send instants at (in order) with a 429.
+// One token more allows for the pacer, which launches the sends a stall
+// held back up to a step after they were due.
+func checkEmulatorBucket(t *testing.T, at []time.Time, perSec float64) {
+	t.Helper()
+	b := rate.NewLimiter(rate.Limit(perSec), int(perSec)+1)
+	for i, a := range at {
+		if !b.AllowN(a, 1) {
+			t.Fatalf("send %d at %v: a bucket of a second at %v/s (the emulators' model of the limit) would answer 429", i+1, a.Sub(t0), perSec)
+		}
 	}
 }
 
