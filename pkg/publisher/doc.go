@@ -30,7 +30,9 @@
 //     go again one per batch, where a duplicate's PubAck names the stored
 //     message. A batch ends after sixteen reads, so marking keeps up.
 //   - mark: acknowledged rows are marked published, everything queued in one
-//     transaction that records the published prefix in one row.
+//     transaction that records the published prefix in one row. The queue
+//     before it holds 4 × MaxInFlight rows (ackedqueue.go), so a marking
+//     that waits for the application's write lock does not stop publishing.
 //
 // # Failures
 //

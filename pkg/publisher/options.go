@@ -206,13 +206,14 @@ func (o Options) inFlightBatches() int {
 	return max(1, o.MaxInFlight/o.BatchSize-1)
 }
 
-// markQueue is the capacity, in batches, of the channel between the ack and
-// mark stages. Marking commits with an fsync, which now and then takes tens
-// or hundreds of milliseconds (a busy disk, the application holding the
-// write lock); the queue
-// absorbs such a stall without throttling publishing, and the mark stage then
-// marks everything queued in one transaction. Acknowledged rows wait here at
-// most 4 x MaxInFlight of them.
+// markQueue is the capacity, in rows, of the queue between the ack and mark
+// stages (ackedQueue). Marking commits with an fsync and waits for the
+// application's write lock, which now and then takes tens or hundreds of
+// milliseconds (a busy disk, SQLite's busy handler sleeping between tries);
+// the queue absorbs such a stall without throttling publishing, and the
+// mark stage then marks everything queued in one transaction. Acknowledged
+// rows (their payloads already released) wait here, at most 4 x MaxInFlight
+// of them.
 func (o Options) markQueue() int {
-	return 4 * max(1, o.MaxInFlight/o.BatchSize)
+	return 4 * max(1, o.MaxInFlight)
 }

@@ -197,7 +197,7 @@ func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cu
 	}()
 
 	rowsCh := make(chan []outbox.Row, 1)
-	acked := make(chan []outbox.Row, p.opts.markQueue())
+	acked := newAckedQueue(p.opts.markQueue())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.read(rowsCh) })
 	if r.batched {
@@ -382,8 +382,8 @@ type settled struct {
 // order and forwards acknowledged rows to the mark stage, up to the first
 // failure. After that it keeps waiting, so in-flight publishes settle before
 // the next round republishes them, but forwards nothing more.
-func (r *round) ack(in <-chan *batch, out chan<- []outbox.Row) {
-	defer close(out)
+func (r *round) ack(in <-chan *batch, out *ackedQueue) {
+	defer out.close()
 	p := r.p
 	failed := false
 	var after []settled // outcomes from the first failure on
@@ -414,7 +414,7 @@ func (r *round) ack(in <-chan *batch, out chan<- []outbox.Row) {
 			for _, row := range b.rows[:okCount] {
 				p.metrics.latency.Observe(now.Sub(row.CreatedAt).Seconds())
 			}
-			out <- b.rows[:okCount]
+			out.put(b.rows[:okCount])
 		}
 		if b.published < len(b.rows) {
 			// The rest of this batch was never published: nothing after it
@@ -495,23 +495,14 @@ func (r *round) noteAtRisk(after []settled) {
 // mark is the last stage: it marks acknowledged rows published, merging
 // everything queued into one transaction. It returns how many rows it marked
 // and the last id of the marked prefix.
-func (r *round) mark(in <-chan []outbox.Row) (marked, last int64) {
+func (r *round) mark(in *ackedQueue) (marked, last int64) {
 	p := r.p
 	broken := false
 	var chunks [][]outbox.Row
-	for first := range in {
-		chunks = append(chunks[:0], first)
-	merge:
-		for {
-			select {
-			case more, ok := <-in:
-				if !ok {
-					break merge
-				}
-				chunks = append(chunks, more)
-			default:
-				break merge
-			}
+	for {
+		var ok bool
+		if chunks, ok = in.take(chunks); !ok {
+			break
 		}
 		if broken {
 			continue // drain: nothing is marked after a failure

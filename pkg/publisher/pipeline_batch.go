@@ -326,8 +326,8 @@ func (r *round) lostConnection() bool {
 // forwarded (the next round publishes them again and the stream drops what
 // it has), and it waits for the open batch to end so that the next round
 // does not publish beside it.
-func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
-	defer close(out)
+func (r *round) ackBatches(in <-chan segment, out *ackedQueue) {
+	defer out.close()
 	p := r.p
 	failed := false
 	var last *fastBatch
@@ -386,8 +386,8 @@ func (r *round) ackBatches(in <-chan segment, out chan<- []outbox.Row) {
 // forward observes the latency of acknowledged rows and hands them to the
 // mark stage, in order. The chunks go out back to back, so that the mark
 // stage finds them queued together and marks them in one transaction
-// (with the default options markQueue holds all of a batch's chunks).
-func (r *round) forward(chunks [][]outbox.Row, out chan<- []outbox.Row) {
+// (the queue holds 4 × MaxInFlight rows, more than a batch has).
+func (r *round) forward(chunks [][]outbox.Row, out *ackedQueue) {
 	now := r.p.opts.Now()
 	for _, rows := range chunks {
 		for _, row := range rows {
@@ -395,7 +395,7 @@ func (r *round) forward(chunks [][]outbox.Row, out chan<- []outbox.Row) {
 		}
 	}
 	for _, rows := range chunks {
-		out <- rows
+		out.put(rows)
 	}
 }
 
