@@ -28,6 +28,19 @@ func ids(chunks [][]outbox.Row) []int64 {
 	return out
 }
 
+// putInBackground puts rows into q from a goroutine of the bubble, waits
+// until it has returned or blocked, and returns what tells whether the put
+// has returned.
+func putInBackground(q *ackedQueue, rows []outbox.Row) *atomic.Bool {
+	var done atomic.Bool
+	go func() {
+		q.put(rows)
+		done.Store(true)
+	}()
+	synctest.Wait()
+	return &done
+}
+
 // TestAckedQueueIsBoundedInRows: many one-row chunks fit as long as their
 // rows do (a bound in chunks held only a fraction of a second of them at a
 // modest rate), a put that would exceed the bound waits until the mark
@@ -38,12 +51,7 @@ func TestAckedQueueIsBoundedInRows(t *testing.T) {
 		for id := int64(1); id <= 100; id++ {
 			q.put(chunk(id, id)) // one row each: all fit without waiting
 		}
-		var done atomic.Bool
-		go func() {
-			q.put(chunk(101, 101))
-			done.Store(true)
-		}()
-		synctest.Wait()
+		done := putInBackground(q, chunk(101, 101))
 		if done.Load() {
 			t.Fatal("a put beyond 100 rows returned at once, want it to wait for the mark stage")
 		}
@@ -74,12 +82,7 @@ func TestAckedQueueTakesAChunkLargerThanItsBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newAckedQueue(10)
 		q.put(chunk(1, 50))
-		var done atomic.Bool
-		go func() {
-			q.put(chunk(51, 51))
-			done.Store(true)
-		}()
-		synctest.Wait()
+		done := putInBackground(q, chunk(51, 51))
 		if done.Load() {
 			t.Fatal("a put into a queue over its bound returned at once")
 		}
