@@ -52,6 +52,8 @@ type settings struct {
 	// gatherLeaders keeps every group's leader on NOTIFY's node
 	// (jetstream.LeaderGatherer).
 	gatherLeaders bool
+	// atomicBatches is the inverse of pub.NoAtomicBatches.
+	atomicBatches bool
 	// config is where each setting came from, for the start-up log.
 	config *config.Set
 }
@@ -120,6 +122,7 @@ func parse(args []string, out io.Writer) (*settings, error) {
 		Check(config.Positive)
 	config.Duration(cs, &p.DB.BusyTimeout, "db-busy-timeout", outbox.DefaultBusyTimeout, "how long an SQLite statement waits for another writer's lock").
 		Check(config.Positive)
+	config.Bool(cs, &s.atomicBatches, "atomic-batches", true, "publish runs of new rows as atomic batches when NOTIFY has one replica: with sync_interval: always the server fsyncs such a batch once, a fast-ingest batch once per message (docs/PUBLISHER.md)")
 	config.Bool(cs, &s.gatherLeaders, "gather-leaders", false, "on a cluster, keep the leaders of NOTIFY_DEAD, the buckets and the channels' consumers on the node that leads NOTIFY (step-downs with a preferred server), so that losing another node costs no election (docs/RUNBOOK.md)")
 	s.jetstream.Register(cs, jetstream.FlagReplicas, jetstream.FlagDuplicates, jetstream.FlagMaxAge, jetstream.FlagDeadMaxAge)
 	s.log.Register(cs)
@@ -130,6 +133,7 @@ func parse(args []string, out io.Writer) (*settings, error) {
 	if s.showVersion {
 		return s, nil
 	}
+	p.NoAtomicBatches = !s.atomicBatches
 	// Every rule of Validate is declared on a flag above; this only
 	// catches one that was not.
 	if err := p.Validate(); err != nil {
@@ -214,7 +218,7 @@ func runMain(ctx context.Context, args []string, stderr io.Writer) error {
 		},
 	}).Handler(), log, s.http.Options()...)
 	log.Info("publisher starting", "version", daemon.Version(version), "pprof", s.http.Pprof, "db", s.dbPath,
-		"nats", jetstream.RedactURL(s.nats.ServerURLs()), "batch_size", s.pub.BatchSize, "max_in_flight", s.pub.MaxInFlight, "gather_leaders", s.gatherLeaders)
+		"nats", jetstream.RedactURL(s.nats.ServerURLs()), "batch_size", s.pub.BatchSize, "max_in_flight", s.pub.MaxInFlight, "gather_leaders", s.gatherLeaders, "atomic_batches", s.atomicBatches)
 	err = g.Run()
 	switch {
 	case daemon.SignalStopped(err):

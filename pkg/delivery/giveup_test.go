@@ -169,9 +169,10 @@ func TestGiveUpFinishesAfterTheNextChannelDelivered(t *testing.T) {
 		e, err := tw.Resources.Delivered.Get(t.Context(), delivery.RecordKey(key))
 		return err == nil && strings.Contains(string(e.Value()), delivery.StateDelivered)
 	}, "the SMS worker's delivery record")
-	if marks.refused.Load() == 0 {
-		t.Fatal("the give-up mark was never refused: the test does not reach the case")
-	}
+	// The telegram worker hands on before it writes its mark, so on a busy
+	// machine the SMS can be delivered and recorded first.
+	natstest.WaitFor(t, 20*time.Second, func() bool { return marks.refused.Load() > 0 },
+		"the give-up mark refused (else the test does not reach the case)")
 	if n := len(env.DeadLetters()); n != 0 {
 		t.Fatalf("%d dead letters while the give-up mark could not be written, want none", n)
 	}

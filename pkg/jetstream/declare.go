@@ -77,7 +77,9 @@ func Declare(s Settings) Declaration {
 				// across a stream leader change (docs/PUBLISHER.md).
 				AllowBatchPublish: true,
 				// The workers store the events they publish in atomic
-				// batches (pkg/delivery, events.go): one fsync for many.
+				// batches (pkg/delivery, events.go), and the publisher
+				// runs of fresh rows (pkg/publisher, atomicbatch.go):
+				// one fsync for many.
 				AllowAtomicPublish: true,
 			},
 			{

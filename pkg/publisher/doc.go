@@ -19,7 +19,11 @@
 //     the batch and the gap mode "fail". One batch is open at a time; it is
 //     ended when the read stage catches up, and the next starts only after
 //     the stream confirmed that it stored all of the previous one. Flow
-//     control bounds the messages in flight.
+//     control bounds the messages in flight. On a NOTIFY with one replica,
+//     a read of 16 or more fresh rows (committed after the round first
+//     caught up, so never offered to the stream before) goes instead as
+//     atomic batches, which a server with sync_interval: always fsyncs
+//     once, not once per message (atomicbatch.go).
 //   - ack: a batch's rows are forwarded, in order, once its final PubAck
 //     carries a stream sequence; flow acks only pace the batch, since a
 //     leader flow-acks a message whose id it has only proposed as if

@@ -147,12 +147,15 @@ var transports = []transport{
 }
 
 // createWithoutBatches creates NOTIFY and NOTIFY_DEAD as declared, except
-// that NOTIFY does not accept fast-ingest batches.
+// that NOTIFY accepts no batches, fast-ingest or atomic (as a declaration
+// older than both made it; a NOTIFY with allow_atomic would take the
+// publisher's runs of fresh rows in atomic batches).
 func createWithoutBatches(ctx context.Context, js natsjs.JetStream, replicas int) error {
 	s := jetstream.DefaultSettings()
 	s.Replicas = replicas
 	for _, cfg := range jetstream.Declare(s).Streams {
 		cfg.AllowBatchPublish = false
+		cfg.AllowAtomicPublish = false
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("creating %s: %w", cfg.Name, err)
 		}

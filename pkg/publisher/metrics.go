@@ -28,6 +28,7 @@ type metrics struct {
 	batchSize     renamedHistogram
 	leader        prometheus.Gauge
 	batched       prometheus.Gauge
+	atomicBatches prometheus.Counter
 	unverified    *prometheus.CounterVec
 
 	// oldestNanos is the creation time of the oldest pending row at the
@@ -66,6 +67,8 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 			"1 while this process holds the outbox lock and drains, 0 while it is a standby."))),
 		batched: prometheus.NewGauge(prometheus.GaugeOpts(opts("fast_batches",
 			"1 while the publisher publishes in fast-ingest batches, whose order a stream leader change cannot break; 0 while NOTIFY refuses them and it publishes message by message."))),
+		atomicBatches: prometheus.NewCounter(prometheus.CounterOpts(opts("atomic_batches_total",
+			"Atomic batches committed: runs of fresh rows on a NOTIFY with one replica, stored with one fsync each (docs/PUBLISHER.md)."))),
 		unverified: prometheus.NewCounterVec(prometheus.CounterOpts(opts("unverified_batches_total",
 			"Batches whose every message was a duplicate, by what asking NOTIFY about the last row found: stored (the batch is marked), proposed (published again after a backoff), missing (its rows go one per batch) or failed (no answer).")),
 			[]string{"outcome"}),
@@ -87,7 +90,7 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.backlog.Gauge, m.backlog.old, m.oldestAge, m.published, m.duplicates,
-		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize.Histogram, m.batchSize.old, m.leader, m.batched, m.unverified} {
+		m.publishErrors, m.reordered, m.purged, m.latency, m.batchSize.Histogram, m.batchSize.old, m.leader, m.batched, m.atomicBatches, m.unverified} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

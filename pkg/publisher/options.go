@@ -107,6 +107,10 @@ type Options struct {
 	// changing nothing that exists (jetstream.Ensure). The daemon passes
 	// its declaration, reports drift, and may only wait (-provision=false).
 	Prepare func(ctx context.Context) error
+	// NoAtomicBatches keeps the publisher from publishing fresh rows in
+	// atomic batches, which it does by default on a NOTIFY with one
+	// replica (docs/PUBLISHER.md, "Atomic batches for fresh rows").
+	NoAtomicBatches bool
 	// DB tunes the outbox database handle.
 	DB outbox.Options
 

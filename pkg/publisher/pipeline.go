@@ -94,8 +94,15 @@ type round struct {
 	// or message by message with a PubAck each (the fallback for a stream
 	// that does not accept batches).
 	batched bool
-	// msg is the publish stage's reusable message (batches).
-	msg *message
+	// msg is the publish stage's reusable message (batches), amsg the one
+	// for atomic batches.
+	msg, amsg *message
+	// freshAfter is the last id read when the round first caught up
+	// (noFreshRows until then): every row after it was committed after
+	// every row this publisher, or one before it, read or published, so
+	// it may go in an atomic batch (atomicbatch.go). The read stage sets
+	// it, once.
+	freshAfter atomic.Int64
 	// onFirstMark, when set, is called once the round has marked its first
 	// rows, on the goroutine that called Publisher.round.
 	onFirstMark func()
@@ -157,6 +164,7 @@ func (r *round) stopped() bool {
 func (p *Publisher) round(ctx context.Context, watcher *outbox.CommitWatcher, cursor int64, batched bool, onFirstMark func()) roundResult {
 	r := &round{p: p, watcher: watcher, start: cursor, batched: batched, onFirstMark: onFirstMark,
 		stop: make(chan struct{}), lost: make(chan struct{})}
+	r.freshAfter.Store(noFreshRows)
 	r.readCtx, r.cancelRead = context.WithCancel(ctx)
 	defer r.cancelRead()
 	finishCtx, cancelFinish := context.WithCancel(context.WithoutCancel(ctx))
@@ -267,6 +275,12 @@ func (r *round) read(out chan<- []outbox.Row) {
 		}
 		full = len(rows) == p.opts.BatchSize
 		if len(rows) == 0 {
+			if r.freshAfter.Load() == noFreshRows {
+				// Nothing is pending after cursor: every row read or
+				// published before, by this round, an earlier one or
+				// another publisher, has an id up to cursor.
+				r.freshAfter.Store(cursor)
+			}
 			if sentRows {
 				// Caught up: an empty slice tells the publish stage, which
 				// ends its open batch.

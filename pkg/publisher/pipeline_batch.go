@@ -21,6 +21,9 @@ type segment struct {
 	rows  []outbox.Row
 	first uint64
 	eob   bool
+	// atomic is set on the rows of a committed atomic batch
+	// (atomicbatch.go): fb is nil, and they are stored.
+	atomic bool
 }
 
 // fastFlow is the flow a batch asks for: at most maxFastFlow, and small
@@ -115,6 +118,22 @@ func (r *round) publishBatches(in <-chan []outbox.Row, out chan<- segment) {
 			rows = rows[1:]
 		}
 		if len(rows) == 0 {
+			continue
+		}
+		if r.atomicRows(rows) {
+			// The open fast batch ends first, and the atomic batch waits
+			// until it is wholly stored, as the next fast batch would.
+			end()
+			if prev != nil {
+				if err := r.waitEnded(prev); err != nil {
+					r.fail(err)
+					return
+				}
+				prev = nil
+			}
+			if !r.publishAtomic(rows, out) {
+				return
+			}
 			continue
 		}
 		// A short read with nothing queued behind it: the reader has caught
@@ -336,6 +355,18 @@ func (r *round) ackBatches(in <-chan segment, out *ackedQueue) {
 	// a slice of a whole batch, garbage after every batch.
 	var held [][]outbox.Row
 	for seg := range in {
+		if seg.atomic {
+			// The batch before it has been forwarded (the publish stage
+			// waited for its proof), and these rows are stored.
+			if last != nil {
+				p.acks.forgetFast(last)
+			}
+			last, held = nil, nil
+			if !failed {
+				r.forward([][]outbox.Row{seg.rows}, out)
+			}
+			continue
+		}
 		b := seg.fb
 		if last != b {
 			if last != nil {

@@ -51,6 +51,12 @@ type Publisher struct {
 	// per batch.
 	verifyUpto atomic.Int64
 
+	// atomicOK is whether fresh rows go in atomic batches (atomicbatch.go):
+	// NOTIFY has one replica and takes them, as the drain loop last read
+	// (learnAtomic, at atomicChecked), and has not refused one since.
+	atomicOK      atomic.Bool
+	atomicChecked time.Time
+
 	// atRisk holds rows whose publish failed while a later row of the same
 	// chat was stored: if such a row is then stored (not a duplicate), the
 	// chat's order was broken. Only the ack stage of the running round
@@ -340,6 +346,9 @@ func (p *Publisher) drain(ctx context.Context) error {
 			watcher = w
 		}
 		batched := p.batchRefused.Load() == 0 || p.batchRetryDue()
+		if batched {
+			p.learnAtomic(ctx)
+		}
 		if batched {
 			p.metrics.batched.Set(1)
 		} else {
