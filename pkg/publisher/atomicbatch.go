@@ -34,8 +34,8 @@ const (
 	// in batches of at most this many.
 	maxAtomicRows = 512
 	// atomicRecheckInterval is how often, at most, the drain loop reads
-	// NOTIFY's configuration to learn whether it takes atomic batches
-	// (after it could not, or after NOTIFY refused one).
+	// NOTIFY's configuration again to learn whether it takes atomic
+	// batches, after it could not read it or after NOTIFY refused one.
 	atomicRecheckInterval = time.Minute
 	// noFreshRows is round.freshAfter before the round has caught up.
 	noFreshRows = math.MaxInt64
@@ -150,6 +150,7 @@ func (r *round) atomicFailed(ctx context.Context, rows []outbox.Row, err error) 
 	}
 	var apiErr *natsjs.APIError
 	if errors.As(err, &apiErr) && p.atomicOK.CompareAndSwap(true, false) {
+		p.atomicRefused.Store(true)
 		p.log.Warn("NOTIFY refused an atomic batch; publishing in fast-ingest batches until its configuration is read again",
 			"stream", p.opts.Names.Stream, "err", err, "retry_in", atomicRecheckInterval)
 	}
@@ -168,11 +169,13 @@ func unbatch(m *nats.Msg) {
 // learnAtomic reads whether NOTIFY takes atomic batches from this
 // publisher: it has one replica (a replicated stream already syncs a
 // fast-ingest batch once, when its Raft log is flushed, and its leader
-// could change under a batch) and allow_atomic. It reads at most every
-// atomicRecheckInterval, bounded by a second; when it cannot read, atomic
-// batches stay off until the next try.
+// could change under a batch) and allow_atomic. It reads once, before the
+// first round, and again only after it could not or after NOTIFY refused
+// an atomic batch, at most every atomicRecheckInterval: a read waits up
+// to a second, which must not hold back the rounds that follow a stream
+// leader change. Until it can read, atomic batches stay off.
 func (p *Publisher) learnAtomic(ctx context.Context) {
-	if p.opts.NoAtomicBatches {
+	if p.opts.NoAtomicBatches || (p.atomicKnown && !p.atomicRefused.Load()) {
 		return
 	}
 	now := p.opts.Now()
@@ -185,11 +188,14 @@ func (p *Publisher) learnAtomic(ctx context.Context) {
 	s, err := p.js.Stream(lctx, p.opts.Names.Stream)
 	if err != nil {
 		p.atomicOK.Store(false)
+		p.atomicKnown = false
 		p.log.Debug("cannot read NOTIFY's configuration; publishing in fast-ingest batches only", "stream", p.opts.Names.Stream, "err", err)
 		return
 	}
 	cfg := s.CachedInfo().Config
 	ok := cfg.Replicas <= 1 && cfg.AllowAtomicPublish
+	p.atomicKnown = true
+	p.atomicRefused.Store(false)
 	if p.atomicOK.Swap(ok) != ok {
 		p.log.Info("read NOTIFY's configuration", "stream", p.opts.Names.Stream, "atomic_batches", ok,
 			"replicas", cfg.Replicas, "allow_atomic", cfg.AllowAtomicPublish)

@@ -53,8 +53,11 @@ type Publisher struct {
 
 	// atomicOK is whether fresh rows go in atomic batches (atomicbatch.go):
 	// NOTIFY has one replica and takes them, as the drain loop last read
-	// (learnAtomic, at atomicChecked), and has not refused one since.
+	// (learnAtomic, at atomicChecked; atomicKnown once a read succeeded),
+	// and has not refused one since (atomicRefused).
 	atomicOK      atomic.Bool
+	atomicRefused atomic.Bool
+	atomicKnown   bool
 	atomicChecked time.Time
 
 	// atRisk holds rows whose publish failed while a later row of the same
