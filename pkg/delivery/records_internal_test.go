@@ -591,23 +591,12 @@ func runQueued(t *testing.T, r *recorder, n int, wg *sync.WaitGroup) {
 	<-done
 }
 
-// countingJS counts the stream lookups made through it.
-type countingJS struct {
-	natsjs.JetStream
-	lookups atomic.Int64
-}
-
-func (c *countingJS) Stream(ctx context.Context, name string) (natsjs.Stream, error) {
-	c.lookups.Add(1)
-	return c.JetStream.Stream(ctx, name)
-}
-
 // learnAtomic keeps trying while the stream cannot be read (here: it does
 // not exist yet, as in an election it does not answer), and turns batches
 // on once it can; a cancelled context ends it.
 func TestLearnAtomicRetriesUntilTheStreamAnswers(t *testing.T) {
 	_, plain := natstest.Start(t).Connect(t)
-	js := &countingJS{JetStream: plain}
+	js := &natstest.CountingJS{JetStream: plain}
 	log := slog.New(slog.DiscardHandler)
 	var batches atomic.Bool
 	done := make(chan struct{})
@@ -615,7 +604,7 @@ func TestLearnAtomicRetriesUntilTheStreamAnswers(t *testing.T) {
 		defer close(done)
 		learnAtomic(t.Context(), js, "LATER", &batches, log, "the test stream", "writing one by one")
 	}()
-	natstest.WaitFor(t, 20*time.Second, func() bool { return js.lookups.Load() >= 2 }, "a second lookup after the first failed")
+	natstest.WaitFor(t, 20*time.Second, func() bool { return js.Lookups.Load() >= 2 }, "a second lookup after the first failed")
 	if batches.Load() {
 		t.Fatal("batches on before the stream could be read")
 	}

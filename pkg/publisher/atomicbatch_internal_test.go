@@ -7,22 +7,9 @@ import (
 	"testing"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tgnotify/tgnotify/internal/natstest"
 	"github.com/tgnotify/tgnotify/pkg/jetstream"
 )
-
-// countingJS counts the stream lookups made through it.
-type countingJS struct {
-	natsjs.JetStream
-	lookups atomic.Int32
-}
-
-func (c *countingJS) Stream(ctx context.Context, name string) (natsjs.Stream, error) {
-	c.lookups.Add(1)
-	return c.JetStream.Stream(ctx, name)
-}
 
 // learnAtomic reads NOTIFY's configuration once, not before every round:
 // a read waits up to a second, and the rounds that follow a stream leader
@@ -43,19 +30,19 @@ func TestLearnAtomicReadsOnceUntilARefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	cjs := &countingJS{JetStream: p.js}
+	cjs := &natstest.CountingJS{JetStream: p.js}
 	p.js = cjs
 	advance := func(d time.Duration) { now.Add(int64(d)) }
 
 	p.learnAtomic(ctx)
-	if !p.atomicOK.Load() || cjs.lookups.Load() != 1 {
-		t.Fatalf("after the first read: atomic %v, %d lookups; want true, 1", p.atomicOK.Load(), cjs.lookups.Load())
+	if !p.atomicOK.Load() || cjs.Lookups.Load() != 1 {
+		t.Fatalf("after the first read: atomic %v, %d lookups; want true, 1", p.atomicOK.Load(), cjs.Lookups.Load())
 	}
 	for range 5 {
 		advance(2 * atomicRecheckInterval)
 		p.learnAtomic(ctx)
 	}
-	if got := cjs.lookups.Load(); got != 1 {
+	if got := cjs.Lookups.Load(); got != 1 {
 		t.Fatalf("%d lookups over five rounds after a successful read, want 1", got)
 	}
 
@@ -64,19 +51,19 @@ func TestLearnAtomicReadsOnceUntilARefusal(t *testing.T) {
 	p.atomicRefused.Store(true)
 	advance(2 * atomicRecheckInterval)
 	p.learnAtomic(ctx)
-	if !p.atomicOK.Load() || cjs.lookups.Load() != 2 {
-		t.Fatalf("after a refusal: atomic %v, %d lookups; want true (the stream still takes them), 2", p.atomicOK.Load(), cjs.lookups.Load())
+	if !p.atomicOK.Load() || cjs.Lookups.Load() != 2 {
+		t.Fatalf("after a refusal: atomic %v, %d lookups; want true (the stream still takes them), 2", p.atomicOK.Load(), cjs.Lookups.Load())
 	}
 	p.atomicOK.Store(false)
 	p.atomicRefused.Store(true)
 	advance(atomicRecheckInterval / 2)
 	p.learnAtomic(ctx)
-	if p.atomicOK.Load() || cjs.lookups.Load() != 2 {
-		t.Fatalf("a second refusal within the interval: atomic %v, %d lookups; want false, 2", p.atomicOK.Load(), cjs.lookups.Load())
+	if p.atomicOK.Load() || cjs.Lookups.Load() != 2 {
+		t.Fatalf("a second refusal within the interval: atomic %v, %d lookups; want false, 2", p.atomicOK.Load(), cjs.Lookups.Load())
 	}
 	advance(atomicRecheckInterval)
 	p.learnAtomic(ctx)
-	if !p.atomicOK.Load() || cjs.lookups.Load() != 3 {
-		t.Fatalf("after the interval: atomic %v, %d lookups; want true, 3", p.atomicOK.Load(), cjs.lookups.Load())
+	if !p.atomicOK.Load() || cjs.Lookups.Load() != 3 {
+		t.Fatalf("after the interval: atomic %v, %d lookups; want true, 3", p.atomicOK.Load(), cjs.Lookups.Load())
 	}
 }
