@@ -63,9 +63,8 @@ func TestFreshRowsGoInAtomicBatchesAndSurviveACrash(t *testing.T) {
 	first := e.start(t, opts)
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 
-	next := 0
 	e.enqueue(t, 0, 1, chats, 1)
-	next = 1
+	next := 1
 	waitFor(t, 10*time.Second, func() bool { return e.pending(t) == 0 }, "the first row marked")
 	armed.Store(true) // from here on nothing is marked
 	atomicSeen := func() bool { return metric(t, reg, atomicBatchesMetric) >= 1 }

@@ -351,8 +351,6 @@ func (p *Publisher) drain(ctx context.Context) error {
 		batched := p.batchRefused.Load() == 0 || p.batchRetryDue()
 		if batched {
 			p.learnAtomic(ctx)
-		}
-		if batched {
 			p.metrics.batched.Set(1)
 		} else {
 			p.metrics.batched.Set(0)
