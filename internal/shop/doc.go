@@ -14,6 +14,10 @@
 // [Service] in their own process. Nothing outside examples/ imports
 // examples/.
 //
+// Orders placed, shipped or delivered at the same time share a transaction
+// (outbox.Committer), each in a savepoint of its own, so that a burst of
+// requests costs one fsync, not one each.
+//
 // Follow a notification from here: [Service.PlaceOrder] (service.go) calls
 // outbox.Enqueue; cmd/publisher moves the row to JetStream; cmd/telegram-worker
 // sends it to Telegram.

@@ -64,6 +64,7 @@ func addedColumns() []struct{ name, ddl string } {
 type Service struct {
 	db          *sql.DB
 	outbox      *outbox.Writer
+	commit      *outbox.Committer
 	get         *sql.Stmt
 	getItems    *sql.Stmt
 	getStatus   *sql.Stmt
@@ -138,6 +139,7 @@ func NewService(ctx context.Context, db *sql.DB, opts ...Option) (*Service, erro
 	if s.outbox, err = outbox.NewWriter(ctx, db); err != nil {
 		return nil, err
 	}
+	s.commit = outbox.NewCommitter(db, 0)
 	for _, p := range []struct {
 		st    **sql.Stmt
 		query string
@@ -212,16 +214,33 @@ func addColumns(ctx context.Context, db *sql.DB) error {
 // stored order with created=false and writes nothing; placing a different
 // order under a used id returns [ErrConflict]. An invalid order returns an
 // error matching [ErrInvalidOrder].
+//
+// Concurrent calls (PlaceOrder, Ship, Deliver) share their transaction
+// through an [outbox.Committer]: the orders that arrive while one commit is
+// being fsynced are saved together with the next one, each in a savepoint
+// of its own, so that one order's failure leaves the others' intact. A
+// call returns when its order is committed, as before.
 func (s *Service) PlaceOrder(ctx context.Context, o Order) (placed PlacedOrder, created bool, err error) {
 	if err := o.Validate(); err != nil {
 		return PlacedOrder{}, false, err
 	}
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: see outbox.Open
-	if err != nil {
+	var own error // place's own error, returned as it is
+	err = s.commit.Run(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		placed, created, own = s.place(ctx, tx, o)
+		return own
+	})
+	switch {
+	case own != nil:
+		return PlacedOrder{}, false, own
+	case err != nil:
 		return PlacedOrder{}, false, fmt.Errorf("placing order %s: %w", o.ID, err)
 	}
-	defer tx.Rollback()
+	return placed, created, nil
+}
 
+// place saves order o and enqueues its notification in tx, or returns the
+// stored order when it was placed before.
+func (s *Service) place(ctx context.Context, tx *sql.Tx, o Order) (PlacedOrder, bool, error) {
 	existing, err := s.getOrder(ctx, tx.StmtContext(ctx, s.get), tx.StmtContext(ctx, s.getItems), o.ID)
 	switch {
 	case err == nil:
@@ -233,7 +252,7 @@ func (s *Service) PlaceOrder(ctx context.Context, o Order) (placed PlacedOrder, 
 		return PlacedOrder{}, false, err
 	}
 
-	placed = PlacedOrder{Order: o, TotalCents: o.Total(), CreatedAt: s.now().UTC(), Status: EventAccepted, NotificationKey: NotificationKey(o.ID),
+	placed := PlacedOrder{Order: o, TotalCents: o.Total(), CreatedAt: s.now().UTC(), Status: EventAccepted, NotificationKey: NotificationKey(o.ID),
 		Notification: NotificationStatus{Status: StatusPending}}
 	if _, err := tx.StmtContext(ctx, s.insert).ExecContext(ctx,
 		o.ID, o.ChatID, o.MaxUserID, o.Email, o.Phone, o.Locale, o.Customer, placed.TotalCents, placed.CreatedAt.UnixNano()); err != nil {
@@ -247,9 +266,6 @@ func (s *Service) PlaceOrder(ctx context.Context, o Order) (placed PlacedOrder, 
 	}
 	if err := s.enqueue(ctx, tx, o, EventAccepted, placed.CreatedAt); err != nil {
 		return PlacedOrder{}, false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return PlacedOrder{}, false, fmt.Errorf("committing order %s: %w", o.ID, err)
 	}
 	return placed, true, nil
 }
@@ -272,16 +288,27 @@ func (s *Service) Deliver(ctx context.Context, id string) (PlacedOrder, bool, er
 
 // advance moves an order to status (shipped or delivered) from the status
 // before it, enqueueing the notification of that event.
-func (s *Service) advance(ctx context.Context, id, status string) (PlacedOrder, bool, error) {
+func (s *Service) advance(ctx context.Context, id, status string) (p PlacedOrder, changed bool, err error) {
+	var own error // advanceIn's own error, returned as it is
+	err = s.commit.Run(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		p, changed, own = s.advanceIn(ctx, tx, id, status)
+		return own
+	})
+	switch {
+	case own != nil:
+		return PlacedOrder{}, false, own
+	case err != nil:
+		return PlacedOrder{}, false, fmt.Errorf("marking order %s %s: %w", id, status, err)
+	}
+	return p, changed, nil
+}
+
+// advanceIn is advance inside tx.
+func (s *Service) advanceIn(ctx context.Context, tx *sql.Tx, id, status string) (PlacedOrder, bool, error) {
 	from := EventAccepted
 	if status == EventDelivered {
 		from = EventShipped
 	}
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: a concurrent call waits, then sees the new status
-	if err != nil {
-		return PlacedOrder{}, false, fmt.Errorf("marking order %s %s: %w", id, status, err)
-	}
-	defer tx.Rollback()
 	p, err := s.getOrder(ctx, tx.StmtContext(ctx, s.get), tx.StmtContext(ctx, s.getItems), id)
 	if err != nil {
 		return PlacedOrder{}, false, err
@@ -298,9 +325,6 @@ func (s *Service) advance(ctx context.Context, id, status string) (PlacedOrder, 
 	}
 	if err := s.enqueue(ctx, tx, p.Order, status, now); err != nil {
 		return PlacedOrder{}, false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return PlacedOrder{}, false, fmt.Errorf("committing order %s %s: %w", id, status, err)
 	}
 	p.Status = status
 	if status == EventShipped {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,7 +153,7 @@ func TestPlaceOrderRollbackAfterEnqueue(t *testing.T) {
 		}
 	}
 	_, _, err := b.svc.PlaceOrder(ctx, order("BOOM"))
-	if err == nil || !strings.Contains(err.Error(), "committing order BOOM") {
+	if err == nil || !strings.Contains(err.Error(), "placing order BOOM: committing") {
 		t.Fatalf("PlaceOrder = %v, want a commit failure", err)
 	}
 	if o, n, a := b.count(t, "orders"), b.count(t, "outbox"), b.count(t, "audit"); o != 0 || n != 0 || a != 0 {
@@ -161,6 +162,67 @@ func TestPlaceOrderRollbackAfterEnqueue(t *testing.T) {
 	// The next order goes through normally.
 	if _, created, err := b.svc.PlaceOrder(ctx, order("A2")); err != nil || !created {
 		t.Fatalf("PlaceOrder after a rollback = %v, %v", created, err)
+	}
+}
+
+// Orders placed at once share transactions (outbox.Committer) and stay
+// exactly what one at a time would give: each order and its notification
+// once, a repeat answered with the stored order, a conflicting order
+// refused while the others in its transaction are kept.
+func TestConcurrentOrdersEachCommitOnce(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	if _, _, err := b.svc.PlaceOrder(ctx, order("X")); err != nil {
+		t.Fatal(err)
+	}
+	const ids = 30
+	type answer struct {
+		id      string
+		created bool
+		err     error
+	}
+	answers := make(chan answer, 2*ids+5)
+	var wg sync.WaitGroup
+	for i := range 2 * ids {
+		wg.Go(func() {
+			id := fmt.Sprint("C", i%ids)
+			p, created, err := b.svc.PlaceOrder(ctx, order(id))
+			if err == nil && (p.ID != id || p.NotificationKey != shop.NotificationKey(id)) {
+				err = fmt.Errorf("answered with order %s", p.ID)
+			}
+			answers <- answer{id, created, err}
+		})
+	}
+	for range 5 {
+		wg.Go(func() {
+			other := order("X")
+			other.Items[0].Qty = 9
+			_, created, err := b.svc.PlaceOrder(ctx, other)
+			answers <- answer{"X", created, err}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	created := map[string]int{}
+	for a := range answers {
+		switch {
+		case a.id == "X":
+			if !errors.Is(a.err, shop.ErrConflict) {
+				t.Errorf("conflicting order X: %v, want ErrConflict", a.err)
+			}
+		case a.err != nil:
+			t.Errorf("order %s: %v", a.id, a.err)
+		case a.created:
+			created[a.id]++
+		}
+	}
+	for i := range ids {
+		if id := fmt.Sprint("C", i); created[id] != 1 {
+			t.Errorf("order %s created %d times, want once", id, created[id])
+		}
+	}
+	if o, n := b.count(t, "orders"), b.count(t, "outbox"); o != ids+1 || n != ids+1 {
+		t.Fatalf("%d orders and %d outbox rows, want %d of each", o, n, ids+1)
 	}
 }
 

@@ -2,7 +2,9 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,4 +82,60 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkConcurrentCommits measures writers that each commit one
+// notification at a time, many at once (16 goroutines), as an
+// application's requests do: each in a transaction of its own, and through
+// a Committer, which commits the requests that wait together. Every commit
+// is fsynced (synchronous=FULL), so the first is bound by the disk's
+// fsyncs, one a request.
+func BenchmarkConcurrentCommits(b *testing.B) {
+	for _, grouped := range []bool{false, true} {
+		name := map[bool]string{false: "own_transaction", true: "committer"}[grouped]
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			db, _ := openDB(b)
+			w, err := outbox.NewWriter(ctx, db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			c := outbox.NewCommitter(db, 0)
+			var next atomic.Int64
+			b.SetParallelism(8) // 16 goroutines on 2 cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := next.Add(1)
+					fn := func(ctx context.Context, tx *sql.Tx) error {
+						_, err := w.Enqueue(ctx, tx, notify.Notification{
+							Key: fmt.Sprintf("order:%d:accepted", i), ChatID: 1000 + i%1000, Text: "Order accepted",
+						})
+						return err
+					}
+					if err := commitOne(ctx, db, c, grouped, fn); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// commitOne runs fn through c, or in a transaction of its own.
+func commitOne(ctx context.Context, db *sql.DB, c *outbox.Committer, grouped bool, fn func(context.Context, *sql.Tx) error) error {
+	if grouped {
+		return c.Run(ctx, fn)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

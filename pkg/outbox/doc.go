@@ -12,6 +12,11 @@
 // separate publisher process reads pending rows with a [Reader] and moves
 // them to NATS JetStream, and a worker delivers them.
 //
+// Every commit of a database opened with [Open] is fsynced, and SQLite
+// takes one writer at a time. An application that takes many requests a
+// second runs them through a [Committer], which commits the requests that
+// arrive together in one transaction, each in a savepoint of its own.
+//
 // # Schema
 //
 // The tables are a contract for applications in other languages too (schema
