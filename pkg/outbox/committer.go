@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -77,9 +78,11 @@ func NewCommitter(db *sql.DB, maxGroup int) *Committer {
 // failure stays its own. fn may therefore be called twice: the first
 // call's writes are gone by then, but fn must not leave effects outside tx
 // that a second call would double. fn must not commit or roll back tx
-// itself, nor keep it after it returns, and it should use ctx, its caller's
-// context, for its statements. A panic in fn is raised again in Run's
-// caller, after its writes are rolled back.
+// itself, nor keep it after it returns, and it should use the ctx it is
+// given for its statements: its caller's context without the
+// cancellation, since SQLite rolls back a whole transaction, the other
+// calls' writes with it, when one of its writes is interrupted. A panic in
+// fn is raised again in Run's caller, after its writes are rolled back.
 //
 // Run returns nil only when fn returned nil and the transaction committed.
 // If Run returns an error, nothing fn wrote is in the database: fn's own
@@ -140,20 +143,26 @@ func (c *Committer) lead(first *call) error {
 	c.queue = slices.Delete(c.queue, 0, n)
 	c.mu.Unlock()
 
-	outs := c.commit(group)
-
-	c.mu.Lock()
-	if len(c.queue) > 0 {
-		next := c.queue[0]
-		c.queue = slices.Delete(c.queue, 0, 1)
-		next.done <- outcome{lead: true}
-	} else {
-		c.running = false
-	}
-	c.mu.Unlock()
-	for i, cl := range group[1:] {
-		cl.done <- outs[i+1]
-	}
+	// Should the group's run panic outside every call's fn (which call1
+	// recovers), the others still learn that nothing was committed and the
+	// next group still runs.
+	outs := make([]outcome, len(group))
+	failLive(outs, errors.New("the transaction's run panicked"))
+	defer func() {
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			next := c.queue[0]
+			c.queue = slices.Delete(c.queue, 0, 1)
+			next.done <- outcome{lead: true}
+		} else {
+			c.running = false
+		}
+		c.mu.Unlock()
+		for i, cl := range group[1:] {
+			cl.done <- outs[i+1]
+		}
+	}()
+	outs = c.commit(group)
 	if outs[0].panicked != nil {
 		panic(outs[0].panicked)
 	}
@@ -265,7 +274,11 @@ func call1(cl *call, tx *sql.Tx) (o outcome) {
 			o = outcome{panicked: v, err: fmt.Errorf("panic: %v", v)}
 		}
 	}()
-	return outcome{err: cl.fn(cl.ctx, tx)}
+	// Once fn has begun, its caller waits for the COMMIT (Run), and an
+	// interrupted write would roll back the whole shared transaction
+	// (SQLite does that to a statement stopped by sqlite3_interrupt, which
+	// the driver calls when a statement's context ends).
+	return outcome{err: cl.fn(context.WithoutCancel(cl.ctx), tx)}
 }
 
 // failed reports whether the call's writes are not to be committed.

@@ -280,6 +280,37 @@ func TestCommitterCallerGivesUpWhileWaiting(t *testing.T) {
 	wantIDs(t, db, "parent", "0,2")
 }
 
+// A caller whose context ends while its function runs waits for the
+// COMMIT: the function's context does not end with it (an interrupted
+// write would roll back the whole shared transaction), and its writes and
+// the others' commit.
+func TestCommitterCallerGivesUpWhileItsCallRuns(t *testing.T) {
+	db := committerDB(t)
+	c := NewCommitter(db, 0)
+	release, held := holdGroup(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	started, proceed := make(chan struct{}), make(chan struct{})
+	mid := queue(t, c, ctx, func(ctx context.Context, tx *sql.Tx) error {
+		close(started)
+		<-proceed
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("the call's context ended with its caller's: %w", err)
+		}
+		return insert("parent", 1)(ctx, tx)
+	})
+	a := queue(t, c, context.Background(), insert("parent", 2))
+	release()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not start")
+	}
+	cancel()
+	close(proceed)
+	succeed(t, held, mid, a)
+	wantIDs(t, db, "parent", "0,1,2")
+}
+
 // With more calls waiting than a group holds, they go in several groups,
 // each led by a caller that waited, and every one commits.
 func TestCommitterHandsOnTheNextGroup(t *testing.T) {
