@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -138,4 +140,69 @@ func commitOne(ctx context.Context, db *sql.DB, c *outbox.Committer, grouped boo
 		return err
 	}
 	return tx.Commit()
+}
+
+// BenchmarkAnotherWriterWaits measures how long another writer of the same
+// file (the publisher marking what it published) waits for SQLite's write
+// lock while an application commits about 1000 orders a second from 32
+// goroutines, each order in a transaction of its own or through a
+// Committer. SQLite's lock is not fair: a connection that finds it taken
+// sleeps in its busy handler, up to 100 ms between tries. Each op is one
+// marking; it reports the p99 and the longest wait.
+func BenchmarkAnotherWriterWaits(b *testing.B) {
+	for _, grouped := range []bool{false, true} {
+		name := map[bool]string{false: "own_transaction", true: "committer"}[grouped]
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			db, path := openDB(b)
+			other, err := sql.Open("sqlite", outbox.DSN(path, outbox.Options{}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer other.Close()
+			if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, v TEXT); CREATE TABLE marks (id INTEGER PRIMARY KEY)`); err != nil {
+				b.Fatal(err)
+			}
+			c := outbox.NewCommitter(db, 0)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			const writers = 32
+			for range writers {
+				wg.Go(func() {
+					tick := time.NewTicker(writers * time.Millisecond) // 1000 orders a second in all
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-tick.C:
+						}
+						err := commitOne(ctx, db, c, grouped, func(ctx context.Context, tx *sql.Tx) error {
+							_, err := tx.ExecContext(ctx, `INSERT INTO orders (v) VALUES ('order')`)
+							return err
+						})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			defer func() { close(stop); wg.Wait() }()
+			var waits []time.Duration
+			pause := time.NewTicker(10 * time.Millisecond)
+			defer pause.Stop()
+			for b.Loop() {
+				<-pause.C
+				t0 := time.Now()
+				if _, err := other.ExecContext(ctx, `INSERT INTO marks DEFAULT VALUES`); err != nil {
+					b.Fatal(err)
+				}
+				waits = append(waits, time.Since(t0))
+			}
+			slices.Sort(waits)
+			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(waits[len(waits)-1].Microseconds())/1000, "max-ms")
+		})
+	}
 }
