@@ -698,11 +698,11 @@ func learnAtomic(ctx context.Context, js natsjs.JetStream, stream string, batche
 
 // commitAtomic publishes msgs as one atomic batch and returns the server's
 // ack of the whole. The batch adds its headers to each message, and they
-// are taken off again before it returns (unbatch): a message can then go
+// are taken off again before it returns (jetstream.Unbatch): a message can then go
 // in a write of its own after a failure as it was. (A copy of each, as
 // before, was 7% of the bytes the worker allocated at its ceiling.)
 func commitAtomic(ctx context.Context, js natsjs.JetStream, msgs []*nats.Msg) (*jetstreamext.BatchAck, error) {
-	defer unbatch(msgs)
+	defer jetstream.Unbatch(msgs...)
 	bp, err := jetstreamext.NewBatchPublisher(js, jetstreamext.BatchFlowControl{})
 	if err != nil {
 		return nil, err
@@ -714,22 +714,6 @@ func commitAtomic(ctx context.Context, js natsjs.JetStream, msgs []*nats.Msg) (*
 		}
 	}
 	return bp.CommitMsg(ctx, msgs[len(msgs)-1])
-}
-
-// unbatch takes off msgs what a batch put on them: its three headers, and
-// the header map it made for a message that had none. (With no flow
-// control a batch sets no reply subject.) The batch is done with them by
-// then: each was written to the connection before AddMsg or CommitMsg
-// returned.
-func unbatch(msgs []*nats.Msg) {
-	for _, m := range msgs {
-		delete(m.Header, jetstreamext.BatchIDHeader)
-		delete(m.Header, jetstreamext.BatchSeqHeader)
-		delete(m.Header, jetstreamext.BatchCommitHeader)
-		if len(m.Header) == 0 {
-			m.Header = nil
-		}
-	}
 }
 
 // stored waits for the PubAck of an asynchronous write and returns the

@@ -11,6 +11,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/tgnotify/tgnotify/pkg/jetstream"
 	"github.com/tgnotify/tgnotify/pkg/outbox"
 )
 
@@ -85,7 +86,7 @@ func (r *round) commitAtomic(rows []outbox.Row) error {
 		r.amsg = newMessage()
 	}
 	m := r.amsg
-	defer unbatch(&m.msg)
+	defer jetstream.Unbatch(&m.msg)
 	bp, err := jetstreamext.NewBatchPublisher(p.js, jetstreamext.BatchFlowControl{})
 	if err != nil {
 		return fmt.Errorf("starting an atomic batch: %w", err)
@@ -155,15 +156,6 @@ func (r *round) atomicFailed(ctx context.Context, rows []outbox.Row, err error) 
 			"stream", p.opts.Names.Stream, "err", err, "retry_in", atomicRecheckInterval)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// unbatch takes off m the headers an atomic batch put on it, so that the
-// next batch starts clean (a commit header left on would commit it at its
-// first message).
-func unbatch(m *nats.Msg) {
-	delete(m.Header, jetstreamext.BatchIDHeader)
-	delete(m.Header, jetstreamext.BatchSeqHeader)
-	delete(m.Header, jetstreamext.BatchCommitHeader)
 }
 
 // learnAtomic reads whether NOTIFY takes atomic batches from this
