@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/emufault"
 )
 
 // envelope is the Bot API's answer.
@@ -163,36 +165,36 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	e.mu.Unlock()
 
-	if !sleep(r.Context(), e.closed, e.latency()) {
+	if !emufault.Sleep(r.Context(), e.closed, e.latency()) {
 		return
 	}
 	f := e.pickFault()
-	switch f.mode {
+	switch f.Mode {
 	case Fault5xx:
-		e.count(f.status)
+		e.count(f.Status)
 		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(f.status)
-		_, _ = w.Write([]byte(gatewayPage(f.status)))
+		w.WriteHeader(f.Status)
+		_, _ = w.Write([]byte(emufault.GatewayPage(f.Status)))
 		return
 	case FaultJSON5xx:
-		e.reply(w, method, f.status, failure(f.status, http.StatusText(f.status)))
+		e.reply(w, method, f.Status, failure(f.Status, http.StatusText(f.Status)))
 		return
 	case FaultDrop:
 		e.countDropped()
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	case FaultBlackhole:
 		select {
 		case <-r.Context().Done():
-		case <-f.release:
+		case <-f.Release:
 			e.countDropped()
 		case <-e.closed:
 			e.countDropped()
 		}
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	case FaultSlow:
-		if !sleep(r.Context(), e.closed, f.delay) {
+		if !emufault.Sleep(r.Context(), e.closed, f.Delay) {
 			return
 		}
 	}
@@ -203,9 +205,9 @@ func (e *Emulator) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	case !e.tokenMatches(token):
 		e.reply(w, method, http.StatusUnauthorized, failure(http.StatusUnauthorized, "Unauthorized"))
 	case method == methodGetMe:
-		if f.mode == FaultDeliverDrop {
+		if f.Mode == FaultDeliverDrop {
 			e.countDropped()
-			dropConnection(w)
+			emufault.DropConnection(w)
 			return
 		}
 		e.reply(w, method, http.StatusOK, envelope{OK: true, Result: e.bot()})
@@ -226,7 +228,7 @@ type arrivalVerdict struct {
 }
 
 // send handles one sendMessage or sendPhoto request.
-func (e *Emulator) send(w http.ResponseWriter, r *http.Request, method string, f fault, arrival arrivalVerdict) {
+func (e *Emulator) send(w http.ResponseWriter, r *http.Request, method string, f emufault.Fault, arrival arrivalVerdict) {
 	raw, err := readParams(w, r)
 	if errors.Is(err, errTooLarge) {
 		e.reply(w, method, http.StatusRequestEntityTooLarge, failure(http.StatusRequestEntityTooLarge, "Request Entity Too Large"))
@@ -294,7 +296,7 @@ func (e *Emulator) send(w http.ResponseWriter, r *http.Request, method string, f
 	default:
 		id := e.nextID[p.chatID] + 1
 		e.nextID[p.chatID] = id
-		dropped = f.mode == FaultDeliverDrop
+		dropped = f.Mode == FaultDeliverDrop
 		m := Message{
 			MessageID:             id,
 			Method:                method,
@@ -351,7 +353,7 @@ func (e *Emulator) send(w http.ResponseWriter, r *http.Request, method string, f
 			slog.Int64("chat_id", p.chatID), slog.Duration("pause_left_on_arrival", arrival.remaining), slog.Int("status", code))
 	}
 	if dropped {
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	}
 	writeJSON(w, code, env)
@@ -434,16 +436,15 @@ func (e *Emulator) latency() time.Duration {
 	return max(e.cfg.Latency+j, 0)
 }
 
-// pickFault decides whether the running outage hits this request.
-func (e *Emulator) pickFault() fault {
+// pickFault decides whether the running outage hits this request; the
+// zero Fault means none.
+func (e *Emulator) pickFault() emufault.Fault {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.expireOutageLocked(e.now().UnixNano())
-	o := e.outage
-	if o == nil || (o.Probability < 1 && e.rng.Float64() >= o.Probability) {
-		return fault{}
+	f, hit := e.outage.Pick(e.now(), e.rng)
+	if hit {
+		e.stats.Faulted++
+		e.stats.ByFault[f.Mode]++
 	}
-	e.stats.Faulted++
-	e.stats.ByFault[o.Mode]++
-	return fault{mode: o.Mode, status: o.Status, delay: o.Delay, release: o.release}
+	return f
 }

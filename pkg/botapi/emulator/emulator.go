@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/emufault"
 )
 
 // DefaultMaxMessages is how many delivered messages an emulator keeps when
@@ -78,7 +80,7 @@ type Emulator struct {
 	limiter  *limiter
 	chats    map[int64]ChatState
 	migrate  map[int64]int64
-	outage   *activeOutage
+	outage   *emufault.Running
 	nextID   map[int64]int64
 	photos   map[string]bool // file ids of the photos sent
 	messages messageLog
@@ -121,7 +123,7 @@ func New(cfg Config) (*Emulator, error) {
 		}
 	}
 	if cfg.Outage != nil {
-		o, err := cfg.Outage.withDefaults()
+		o, err := faults().WithDefaults(*cfg.Outage)
 		if err != nil {
 			return nil, fmt.Errorf("emulator: Config.Outage: %w", err)
 		}
@@ -140,6 +142,7 @@ func New(cfg Config) (*Emulator, error) {
 		log:    cfg.Logger.With("component", "botapi-emulator"),
 		closed: make(chan struct{}),
 	}
+	e.outage = emufault.NewRunning(e.log)
 	e.mux = e.controlRoutes()
 	e.upd, e.updateRoutes = newUpdates(), e.updateControlRoutes()
 	e.Reset()
@@ -191,9 +194,9 @@ func (e *Emulator) Reset() {
 	for from, to := range e.cfg.Migrate {
 		e.migrate[from] = to
 	}
-	e.stopOutageLocked()
+	e.outage.Stop()
 	if e.cfg.Outage != nil {
-		e.startOutageLocked(*e.cfg.Outage, now)
+		e.outage.Start(*e.cfg.Outage, now)
 	}
 	e.nextID = make(map[int64]int64)
 	e.photos = make(map[string]bool)
@@ -283,14 +286,13 @@ func (e *Emulator) Migrate(from, to int64) error {
 
 // StartOutage starts an outage, replacing any running one.
 func (e *Emulator) StartOutage(o Outage) error {
-	o, err := o.withDefaults()
+	o, err := faults().WithDefaults(o)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.stopOutageLocked()
-	e.startOutageLocked(o, e.now())
+	e.outage.Start(o, e.now())
 	e.log.Info("outage started", "mode", string(o.Mode), "probability", o.Probability, "duration", o.Duration)
 	return nil
 }
@@ -300,44 +302,16 @@ func (e *Emulator) StartOutage(o Outage) error {
 func (e *Emulator) StopOutage() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.outage != nil {
-		e.log.Info("outage stopped", "mode", string(e.outage.Mode))
+	if o := e.outage.Stop(); o != nil {
+		e.log.Info("outage stopped", "mode", string(o.Mode))
 	}
-	e.stopOutageLocked()
 }
 
 // CurrentOutage returns the running outage, or nil.
 func (e *Emulator) CurrentOutage() *Outage {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.expireOutageLocked(e.now().UnixNano())
-	if e.outage == nil {
-		return nil
-	}
-	o := e.outage.Outage
-	return &o
-}
-
-func (e *Emulator) startOutageLocked(o Outage, now time.Time) {
-	a := &activeOutage{Outage: o, release: make(chan struct{})}
-	if o.Duration > 0 {
-		a.until = now.Add(o.Duration).UnixNano()
-	}
-	e.outage = a
-}
-
-func (e *Emulator) stopOutageLocked() {
-	if e.outage != nil {
-		close(e.outage.release)
-		e.outage = nil
-	}
-}
-
-func (e *Emulator) expireOutageLocked(now int64) {
-	if e.outage != nil && e.outage.until != 0 && now >= e.outage.until {
-		e.log.Info("outage ended", "mode", string(e.outage.Mode))
-		e.stopOutageLocked()
-	}
+	return e.outage.Current(e.now())
 }
 
 // PauseRequest opens a rate-limit pause from the control API.

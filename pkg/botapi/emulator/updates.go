@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/emufault"
 )
 
 // The bot's incoming side, as Telegram serves it: updates queued for the bot
@@ -194,19 +196,19 @@ func (e *Emulator) serveUpdates(w http.ResponseWriter, r *http.Request) bool {
 	e.stats.Requests++
 	e.stats.ByMethod[method]++
 	e.mu.Unlock()
-	switch f := e.pickFault(); f.mode {
+	switch f := e.pickFault(); f.Mode {
 	case Fault5xx:
-		e.count(f.status)
+		e.count(f.Status)
 		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(f.status)
-		_, _ = w.Write([]byte(gatewayPage(f.status)))
+		w.WriteHeader(f.Status)
+		_, _ = w.Write([]byte(emufault.GatewayPage(f.Status)))
 		return true
 	case FaultJSON5xx:
-		e.reply(w, method, f.status, failure(f.status, http.StatusText(f.status)))
+		e.reply(w, method, f.Status, failure(f.Status, http.StatusText(f.Status)))
 		return true
 	case FaultDrop, FaultBlackhole, FaultDeliverDrop:
 		e.countDropped()
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return true
 	}
 	if !e.tokenMatches(token) {
@@ -514,7 +516,7 @@ func (e *Emulator) deliverWebhook(h *webhook) {
 			continue
 		}
 		e.log.Debug("webhook delivery failed; retrying", "update_id", next.id, "err", err, "in", backoff)
-		if !sleep(ctx, nil, backoff) {
+		if !emufault.Sleep(ctx, nil, backoff) {
 			return
 		}
 		backoff = min(backoff*2, webhookRetryMax)

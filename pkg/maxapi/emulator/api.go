@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tgnotify/tgnotify/internal/emufault"
 )
 
 // MaxTextLength is MAX's limit on a message's text: NewMessageBody.text has
@@ -138,36 +140,36 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	e.mu.Unlock()
 
-	if !sleep(r.Context(), e.closed, e.latency()) {
+	if !emufault.Sleep(r.Context(), e.closed, e.latency()) {
 		return
 	}
 	f := e.pickFault()
-	switch f.mode {
+	switch f.Mode {
 	case Fault5xx:
-		e.count(f.status)
+		e.count(f.Status)
 		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(f.status)
-		_, _ = w.Write([]byte(gatewayPage(f.status)))
+		w.WriteHeader(f.Status)
+		_, _ = w.Write([]byte(emufault.GatewayPage(f.Status)))
 		return
 	case FaultJSON5xx:
-		e.reply(w, r, f.status, serverError(f.status))
+		e.reply(w, r, f.Status, serverError(f.Status))
 		return
 	case FaultDrop:
 		e.countDropped()
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	case FaultBlackhole:
 		select {
 		case <-r.Context().Done():
-		case <-f.release:
+		case <-f.Release:
 			e.countDropped()
 		case <-e.closed:
 			e.countDropped()
 		}
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	case FaultSlow:
-		if !sleep(r.Context(), e.closed, f.delay) {
+		if !emufault.Sleep(r.Context(), e.closed, f.Delay) {
 			return
 		}
 	}
@@ -195,7 +197,7 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 // getMe answers GET /me.
-func (e *Emulator) getMe(w http.ResponseWriter, r *http.Request, f fault, arrival arrivalVerdict) {
+func (e *Emulator) getMe(w http.ResponseWriter, r *http.Request, f emufault.Fault, arrival arrivalVerdict) {
 	e.mu.Lock()
 	now := e.now()
 	v := e.admitLocked(now)
@@ -204,9 +206,9 @@ func (e *Emulator) getMe(w http.ResponseWriter, r *http.Request, f fault, arriva
 		e.rateLimited(w, r, v, arrival, "")
 		return
 	}
-	if f.mode == FaultDeliverDrop {
+	if f.Mode == FaultDeliverDrop {
 		e.countDropped()
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	}
 	e.reply(w, r, http.StatusOK, e.bot(now))
@@ -307,7 +309,7 @@ func readBody(w http.ResponseWriter, r *http.Request) (newMessageBody, parsedAtt
 }
 
 // sendMessage handles one POST /messages.
-func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, arrival arrivalVerdict) {
+func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f emufault.Fault, arrival arrivalVerdict) {
 	to, err := parseRecipient(r)
 	if err != nil {
 		e.reply(w, r, http.StatusBadRequest, badRequest("%v", err))
@@ -349,7 +351,7 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 	default:
 		e.lastMID++
 		e.seq[to]++
-		dropped = f.mode == FaultDeliverDrop
+		dropped = f.Mode == FaultDeliverDrop
 		m := Message{
 			MessageID:          fmt.Sprintf("mid.%016x", e.lastMID),
 			Seq:                e.seq[to],
@@ -393,7 +395,7 @@ func (e *Emulator) sendMessage(w http.ResponseWriter, r *http.Request, f fault, 
 	}
 	if dropped {
 		e.logRequest(r, 0, to.String(), true)
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	}
 	e.logRequest(r, code, to.String(), false)
@@ -483,16 +485,15 @@ func (e *Emulator) latency() time.Duration {
 	return max(e.cfg.Latency+j, 0)
 }
 
-// pickFault decides whether the running outage hits this request.
-func (e *Emulator) pickFault() fault {
+// pickFault decides whether the running outage hits this request; the
+// zero Fault means none.
+func (e *Emulator) pickFault() emufault.Fault {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.expireOutageLocked(e.now().UnixNano())
-	o := e.outage
-	if o == nil || (o.Probability < 1 && e.rng.Float64() >= o.Probability) {
-		return fault{}
+	f, hit := e.outage.Pick(e.now(), e.rng)
+	if hit {
+		e.stats.Faulted++
+		e.stats.ByFault[f.Mode]++
 	}
-	e.stats.Faulted++
-	e.stats.ByFault[o.Mode]++
-	return fault{mode: o.Mode, status: o.Status, delay: o.Delay, release: o.release}
+	return f
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/emufault"
 )
 
 // DefaultMaxMessages is how many delivered messages an emulator keeps when
@@ -83,7 +85,7 @@ type Emulator struct {
 	rng      *rand.Rand
 	limiter  *limiter
 	states   map[Recipient]RecipientState
-	outage   *activeOutage
+	outage   *emufault.Running
 	lastMID  int64
 	seq      map[Recipient]int64
 	messages messageLog
@@ -145,7 +147,7 @@ func New(cfg Config) (*Emulator, error) {
 		}
 	}
 	if cfg.Outage != nil {
-		o, err := cfg.Outage.withDefaults()
+		o, err := faults().WithDefaults(*cfg.Outage)
 		if err != nil {
 			return nil, fmt.Errorf("emulator: Config.Outage: %w", err)
 		}
@@ -163,6 +165,7 @@ func New(cfg Config) (*Emulator, error) {
 		log:    cfg.Logger.With("component", "max-emulator"),
 		closed: make(chan struct{}),
 	}
+	e.outage = emufault.NewRunning(e.log)
 	e.mux = e.controlRoutes()
 	e.Reset()
 	return e, nil
@@ -200,9 +203,9 @@ func (e *Emulator) Reset() {
 			e.states[r] = s
 		}
 	}
-	e.stopOutageLocked()
+	e.outage.Stop()
 	if e.cfg.Outage != nil {
-		e.startOutageLocked(*e.cfg.Outage, now)
+		e.outage.Start(*e.cfg.Outage, now)
 	}
 	e.seq = make(map[Recipient]int64)
 	e.messages = messageLog{max: e.cfg.MaxMessages}
@@ -247,14 +250,13 @@ func (e *Emulator) Unblock(r Recipient) error { return e.SetState(r, StateOK) }
 
 // StartOutage starts an outage, replacing any running one.
 func (e *Emulator) StartOutage(o Outage) error {
-	o, err := o.withDefaults()
+	o, err := faults().WithDefaults(o)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.stopOutageLocked()
-	e.startOutageLocked(o, e.now())
+	e.outage.Start(o, e.now())
 	e.log.Info("outage started", "mode", string(o.Mode), "probability", o.Probability, "duration", o.Duration)
 	return nil
 }
@@ -264,44 +266,16 @@ func (e *Emulator) StartOutage(o Outage) error {
 func (e *Emulator) StopOutage() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.outage != nil {
-		e.log.Info("outage stopped", "mode", string(e.outage.Mode))
+	if o := e.outage.Stop(); o != nil {
+		e.log.Info("outage stopped", "mode", string(o.Mode))
 	}
-	e.stopOutageLocked()
 }
 
 // CurrentOutage returns the running outage, or nil.
 func (e *Emulator) CurrentOutage() *Outage {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.expireOutageLocked(e.now().UnixNano())
-	if e.outage == nil {
-		return nil
-	}
-	o := e.outage.Outage
-	return &o
-}
-
-func (e *Emulator) startOutageLocked(o Outage, now time.Time) {
-	a := &activeOutage{Outage: o, release: make(chan struct{})}
-	if o.Duration > 0 {
-		a.until = now.Add(o.Duration).UnixNano()
-	}
-	e.outage = a
-}
-
-func (e *Emulator) stopOutageLocked() {
-	if e.outage != nil {
-		close(e.outage.release)
-		e.outage = nil
-	}
-}
-
-func (e *Emulator) expireOutageLocked(now int64) {
-	if e.outage != nil && e.outage.until != 0 && now >= e.outage.until {
-		e.log.Info("outage ended", "mode", string(e.outage.Mode))
-		e.stopOutageLocked()
-	}
+	return e.outage.Current(e.now())
 }
 
 // PauseRequest opens a rate-limit pause from the control API.

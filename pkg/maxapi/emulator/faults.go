@@ -1,159 +1,49 @@
 package emulator
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"strings"
-	"time"
+
+	"github.com/tgnotify/tgnotify/internal/emufault"
 )
 
 // FaultMode is what an outage does to the API requests it hits.
-type FaultMode string
+type FaultMode = emufault.Mode
 
 // Fault modes.
 const (
 	// Fault5xx answers with an nginx-style HTML error page (status 502 by
 	// default), as a front end does when the service behind it is down.
-	Fault5xx FaultMode = "5xx"
+	Fault5xx = emufault.Mode5xx
 	// FaultJSON5xx answers with MAX's JSON error body, status 500 by
 	// default: {"code":"internal.error","message":"Internal server
 	// error"}, or {"code":"service.unavailable",…} for 503.
-	FaultJSON5xx FaultMode = "json5xx"
+	FaultJSON5xx = emufault.ModeJSON5xx
 	// FaultDrop closes the connection without answering.
-	FaultDrop FaultMode = "drop"
+	FaultDrop = emufault.ModeDrop
 	// FaultSlow adds Outage.Delay before handling the request normally.
-	FaultSlow FaultMode = "slow"
+	FaultSlow = emufault.ModeSlow
 	// FaultBlackhole never answers: it holds the request until the client
 	// gives up, the outage ends or the emulator is closed, then closes the
 	// connection.
-	FaultBlackhole FaultMode = "blackhole"
+	FaultBlackhole = emufault.ModeBlackhole
 	// FaultDeliverDrop handles the request normally and, when a message was
 	// delivered, records it (marked ResponseDropped) and closes the
 	// connection instead of answering: the "may have been delivered"
 	// window. Requests that were not delivered are answered normally.
-	FaultDeliverDrop FaultMode = "deliver-drop"
+	FaultDeliverDrop = emufault.ModeDeliverDrop
 )
 
+// faults returns how this emulator names its 5xx modes.
+func faults() emufault.Kind { return emufault.Kind{JSON5xx: FaultJSON5xx, HTML5xx: Fault5xx} }
+
 // ParseFaultMode checks a fault mode's name.
-func ParseFaultMode(s string) (FaultMode, error) {
-	switch m := FaultMode(strings.ToLower(strings.TrimSpace(s))); m {
-	case Fault5xx, FaultJSON5xx, FaultDrop, FaultSlow, FaultBlackhole, FaultDeliverDrop:
-		return m, nil
-	}
-	return "", fmt.Errorf("unknown fault mode %q (want 5xx, json5xx, drop, slow, blackhole or deliver-drop)", s)
-}
+func ParseFaultMode(s string) (FaultMode, error) { return faults().Parse(s) }
 
 // Outage is a scripted fault: every API request (with Probability, a
 // fraction of them) is hit by Mode until Duration has passed on the
-// emulator's clock or StopOutage is called.
-type Outage struct {
-	// Mode is the fault.
-	Mode FaultMode
-	// Probability is the fraction of requests hit, in (0, 1]; 0 means 1.
-	Probability float64
-	// Duration ends the outage automatically; 0 means until StopOutage.
-	Duration time.Duration
-	// Status is the HTTP status of Fault5xx (default 502) and FaultJSON5xx
-	// (default 500); it must be 500..599.
-	Status int
-	// Delay is the extra latency of FaultSlow (default 5s).
-	Delay time.Duration
-}
-
-// withDefaults validates the outage and fills defaults.
-func (o Outage) withDefaults() (Outage, error) {
-	if _, err := ParseFaultMode(string(o.Mode)); err != nil {
-		return o, err
-	}
-	switch {
-	case o.Probability == 0:
-		o.Probability = 1
-	case !(o.Probability > 0 && o.Probability <= 1):
-		return o, fmt.Errorf("outage probability must be in (0, 1], got %v", o.Probability)
-	}
-	if o.Duration < 0 {
-		return o, fmt.Errorf("outage duration must not be negative, got %s", o.Duration)
-	}
-	switch {
-	case o.Status == 0 && o.Mode == FaultJSON5xx:
-		o.Status = http.StatusInternalServerError
-	case o.Status == 0:
-		o.Status = http.StatusBadGateway
-	case o.Status < 500 || o.Status > 599:
-		return o, fmt.Errorf("outage status must be 500..599, got %d", o.Status)
-	}
-	switch {
-	case o.Delay == 0:
-		o.Delay = 5 * time.Second
-	case o.Delay < 0:
-		return o, fmt.Errorf("outage delay must not be negative, got %s", o.Delay)
-	}
-	return o, nil
-}
-
-// outageJSON is Outage on the wire: durations as Go duration strings.
-type outageJSON struct {
-	Mode        FaultMode `json:"mode"`
-	Probability float64   `json:"probability,omitempty"`
-	Duration    string    `json:"duration,omitempty"`
-	Status      int       `json:"status,omitempty"`
-	Delay       string    `json:"delay,omitempty"`
-}
-
-// MarshalJSON encodes durations as strings such as "30s", and Status and
-// Delay only for the modes that use them.
-func (o Outage) MarshalJSON() ([]byte, error) {
-	j := outageJSON{Mode: o.Mode, Probability: o.Probability}
-	if o.Duration != 0 {
-		j.Duration = o.Duration.String()
-	}
-	if o.Mode == Fault5xx || o.Mode == FaultJSON5xx {
-		j.Status = o.Status
-	}
-	if o.Mode == FaultSlow && o.Delay != 0 {
-		j.Delay = o.Delay.String()
-	}
-	return json.Marshal(j)
-}
-
-// UnmarshalJSON decodes {"mode":"5xx","probability":0.5,"duration":"30s",
-// "status":502,"delay":"2s"}.
-func (o *Outage) UnmarshalJSON(b []byte) error {
-	var j outageJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*o = Outage{Mode: j.Mode, Probability: j.Probability, Status: j.Status}
-	var err error
-	if j.Duration != "" {
-		if o.Duration, err = time.ParseDuration(j.Duration); err != nil {
-			return fmt.Errorf("outage duration: %w", err)
-		}
-	}
-	if j.Delay != "" {
-		if o.Delay, err = time.ParseDuration(j.Delay); err != nil {
-			return fmt.Errorf("outage delay: %w", err)
-		}
-	}
-	return nil
-}
-
-// activeOutage is a running outage.
-type activeOutage struct {
-	Outage
-	until   int64         // Unix ns of its end on the emulator's clock; 0 for none
-	release chan struct{} // closed when the outage ends, to free blackholed requests
-}
-
-// fault is the fault chosen for one request; the zero fault means none.
-type fault struct {
-	mode    FaultMode
-	status  int
-	delay   time.Duration
-	release <-chan struct{}
-}
+// emulator's clock or StopOutage is called. Status is the HTTP status of
+// Fault5xx (default 502) and FaultJSON5xx (default 500).
+type Outage = emufault.Outage
 
 // serverError is MAX's error body for a JSON 5xx.
 func serverError(status int) errorBody {
@@ -161,41 +51,4 @@ func serverError(status int) errorBody {
 		return errorBody{Code: "service.unavailable", Message: "Service unavailable"}
 	}
 	return errorBody{Code: "internal.error", Message: "Internal server error"}
-}
-
-// gatewayPage is the HTML page nginx serves for a 5xx.
-func gatewayPage(status int) string {
-	title := fmt.Sprintf("%d %s", status, http.StatusText(status))
-	return "<html>\r\n<head><title>" + title + "</title></head>\r\n<body>\r\n<center><h1>" + title +
-		"</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
-}
-
-// dropConnection closes the client's connection without an answer.
-func dropConnection(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-	}
-	// HTTP/2 or a recorder: abort the response; net/http closes the stream
-	// and does not log a stack trace for this value.
-	panic(http.ErrAbortHandler)
-}
-
-// sleep waits d unless ctx or stop ends first; it reports whether d passed.
-func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-stop:
-		return false
-	}
 }

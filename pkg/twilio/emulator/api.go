@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tgnotify/tgnotify/internal/emufault"
 	"github.com/tgnotify/tgnotify/pkg/smstext"
 )
 
@@ -174,40 +175,40 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 		e.reply(w, r, e.tooMany("Too Many Requests", time.Second))
 		return
 	}
-	if !sleep(r.Context(), e.closed, e.latency()) {
+	if !emufault.Sleep(r.Context(), e.closed, e.latency()) {
 		return
 	}
 	f := e.pickFault()
-	switch f.mode {
+	switch f.Mode {
 	case Fault5xx:
 		code := 20500
-		if f.status == http.StatusServiceUnavailable {
+		if f.Status == http.StatusServiceUnavailable {
 			code = 20503
 		}
-		e.reply(w, r, twilioError(f.status, code, "%s", http.StatusText(f.status)))
+		e.reply(w, r, twilioError(f.Status, code, "%s", http.StatusText(f.Status)))
 		return
 	case FaultHTML5xx:
-		e.countStatus(f.status, 0)
+		e.countStatus(f.Status, 0)
 		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(f.status)
-		_, _ = w.Write([]byte(gatewayPage(f.status)))
+		w.WriteHeader(f.Status)
+		_, _ = w.Write([]byte(emufault.GatewayPage(f.Status)))
 		return
 	case FaultDrop:
 		e.countDropped()
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	case FaultBlackhole:
 		select {
 		case <-r.Context().Done():
-		case <-f.release:
+		case <-f.Release:
 			e.countDropped()
 		case <-e.closed:
 			e.countDropped()
 		}
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	case FaultSlow:
-		if !sleep(r.Context(), e.closed, f.delay) {
+		if !emufault.Sleep(r.Context(), e.closed, f.Delay) {
 			return
 		}
 	}
@@ -289,7 +290,7 @@ func (e *Emulator) fetchAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 // createMessage handles one POST .../Messages.json.
-func (e *Emulator) createMessage(w http.ResponseWriter, r *http.Request, f fault) {
+func (e *Emulator) createMessage(w http.ResponseWriter, r *http.Request, f emufault.Fault) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		e.reply(w, r, twilioError(http.StatusBadRequest, 20001, "Invalid request body: %v", err))
@@ -317,7 +318,7 @@ func (e *Emulator) createMessage(w http.ResponseWriter, r *http.Request, f fault
 	e.stats.MaxQueueBacklogSeconds = max(e.stats.MaxQueueBacklogSeconds, sendAt.Sub(now).Seconds())
 	e.nextSID++
 	sid := fmt.Sprintf("SM%032x", e.nextSID)
-	dropped := f.mode == FaultDeliverDrop
+	dropped := f.Mode == FaultDeliverDrop
 	e.messages.add(Message{
 		SID:                 sid,
 		To:                  to,
@@ -344,7 +345,7 @@ func (e *Emulator) createMessage(w http.ResponseWriter, r *http.Request, f fault
 		slog.String("sid", sid), slog.String("to", maskPhone(to)), slog.Int("segments", size.Segments),
 		slog.String("encoding", size.Encoding.String()), slog.Bool("response_dropped", dropped))
 	if dropped {
-		dropConnection(w)
+		emufault.DropConnection(w)
 		return
 	}
 	res := messageResource{
@@ -490,16 +491,15 @@ func (e *Emulator) latency() time.Duration {
 	return max(e.cfg.Latency+j, 0)
 }
 
-// pickFault decides whether the running outage hits this request.
-func (e *Emulator) pickFault() fault {
+// pickFault decides whether the running outage hits this request; the
+// zero Fault means none.
+func (e *Emulator) pickFault() emufault.Fault {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.expireOutageLocked(e.now())
-	o := e.outage
-	if o == nil || (o.Probability < 1 && e.rng.Float64() >= o.Probability) {
-		return fault{}
+	f, hit := e.outage.Pick(e.now(), e.rng)
+	if hit {
+		e.stats.Faulted++
+		e.stats.ByFault[f.Mode]++
 	}
-	e.stats.Faulted++
-	e.stats.ByFault[o.Mode]++
-	return fault{mode: o.Mode, status: o.Status, delay: o.Delay, release: o.release}
+	return f
 }

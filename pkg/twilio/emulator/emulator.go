@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tgnotify/tgnotify/internal/emufault"
 )
 
 // DefaultMaxMessages is how many created messages an emulator keeps when
@@ -76,7 +78,7 @@ type Emulator struct {
 	limiter  *limiter
 	numbers  map[string]NumberState
 	account  AccountStatus
-	outage   *activeOutage
+	outage   *emufault.Running
 	nextSID  uint64
 	inFlight int64
 	messages messageLog
@@ -138,7 +140,7 @@ func New(cfg Config) (*Emulator, error) {
 		cfg.MaxMessages = DefaultMaxMessages
 	}
 	if cfg.Outage != nil {
-		o, err := cfg.Outage.withDefaults()
+		o, err := faults().WithDefaults(*cfg.Outage)
 		if err != nil {
 			return nil, fmt.Errorf("emulator: Config.Outage: %w", err)
 		}
@@ -156,6 +158,7 @@ func New(cfg Config) (*Emulator, error) {
 		log:    cfg.Logger.With("component", "sms-emulator"),
 		closed: make(chan struct{}),
 	}
+	e.outage = emufault.NewRunning(e.log)
 	e.mux = e.controlRoutes()
 	e.Reset()
 	return e, nil
@@ -202,9 +205,9 @@ func (e *Emulator) Reset() {
 		}
 	}
 	e.account = AccountActive
-	e.stopOutageLocked()
+	e.outage.Stop()
 	if e.cfg.Outage != nil {
-		e.startOutageLocked(*e.cfg.Outage, now)
+		e.outage.Start(*e.cfg.Outage, now)
 	}
 	e.nextSID = 0
 	e.messages = messageLog{max: e.cfg.MaxMessages}
@@ -311,14 +314,13 @@ func (e *Emulator) AccountStatus() AccountStatus {
 
 // StartOutage starts an outage, replacing any running one.
 func (e *Emulator) StartOutage(o Outage) error {
-	o, err := o.withDefaults()
+	o, err := faults().WithDefaults(o)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.stopOutageLocked()
-	e.startOutageLocked(o, e.now())
+	e.outage.Start(o, e.now())
 	e.log.Info("outage started", "mode", string(o.Mode), "probability", o.Probability, "duration", o.Duration)
 	return nil
 }
@@ -328,44 +330,16 @@ func (e *Emulator) StartOutage(o Outage) error {
 func (e *Emulator) StopOutage() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.outage != nil {
-		e.log.Info("outage stopped", "mode", string(e.outage.Mode))
+	if o := e.outage.Stop(); o != nil {
+		e.log.Info("outage stopped", "mode", string(o.Mode))
 	}
-	e.stopOutageLocked()
 }
 
 // CurrentOutage returns the running outage, or nil.
 func (e *Emulator) CurrentOutage() *Outage {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.expireOutageLocked(e.now())
-	if e.outage == nil {
-		return nil
-	}
-	o := e.outage.Outage
-	return &o
-}
-
-func (e *Emulator) startOutageLocked(o Outage, now time.Time) {
-	a := &activeOutage{Outage: o, release: make(chan struct{})}
-	if o.Duration > 0 {
-		a.until = now.Add(o.Duration)
-	}
-	e.outage = a
-}
-
-func (e *Emulator) stopOutageLocked() {
-	if e.outage != nil {
-		close(e.outage.release)
-		e.outage = nil
-	}
-}
-
-func (e *Emulator) expireOutageLocked(now time.Time) {
-	if e.outage != nil && !e.outage.until.IsZero() && !now.Before(e.outage.until) {
-		e.log.Info("outage ended", "mode", string(e.outage.Mode))
-		e.stopOutageLocked()
-	}
+	return e.outage.Current(e.now())
 }
 
 // OpenPause makes the next API request get 429 / 20429 with a Retry-After
