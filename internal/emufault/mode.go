@@ -52,10 +52,6 @@ func (k Kind) modes() []Mode {
 	return []Mode{first, second, ModeDrop, ModeSlow, ModeBlackhole, ModeDeliverDrop}
 }
 
-// Is5xx reports whether m is one of the kind's 5xx modes, the ones that
-// answer with Outage.Status.
-func (k Kind) Is5xx(m Mode) bool { return m == k.JSON5xx || m == k.HTML5xx }
-
 // Parse checks a mode's name, in any case and with spaces around it.
 func (k Kind) Parse(s string) (Mode, error) {
 	m := Mode(strings.ToLower(strings.TrimSpace(s)))
